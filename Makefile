@@ -1,0 +1,49 @@
+# changelake — `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CHANGELAKE := $(BIN)/changelake
+DEMO_ROWS ?= 2000
+DEMO_RATE ?= 50
+DEMO_SECONDS ?= 20
+
+.DEFAULT_GOAL := help
+.PHONY: help setup up down demo test test-unit lint format clean-state
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+setup: $(BIN)/python ## install everything once (venv, PostgreSQL, docker-compose, JVM services); a second run only checks
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	@$(CHANGELAKE) setup
+
+up: setup ## start the local stack and register connectors/*.json
+	@$(CHANGELAKE) stack up
+	@$(CHANGELAKE) connectors apply
+
+down: ## stop the local stack
+	@$(CHANGELAKE) stack down
+
+demo: up ## seed the shop, run a demo workload and show its change events on Kafka
+	@$(CHANGELAKE) demo seed --rows $(DEMO_ROWS)
+	@$(CHANGELAKE) demo load --rate $(DEMO_RATE) --seconds $(DEMO_SECONDS)
+	@$(CHANGELAKE) topics --wait --sample 3
+
+test: setup ## the whole suite against the real services (starts the stack if none runs)
+	@$(BIN)/pytest -q
+
+test-unit: setup ## only the tests that need no services
+	@$(BIN)/pytest -q -m "not stack"
+
+lint: setup ## ruff format check, ruff check, mypy
+	@$(BIN)/ruff format --check pipelines tests
+	@$(BIN)/ruff check pipelines tests
+	@$(BIN)/mypy
+
+format: setup ## apply ruff's formatting and safe fixes
+	@$(BIN)/ruff format pipelines tests
+	@$(BIN)/ruff check --fix pipelines tests

@@ -1,0 +1,150 @@
+"""The `changelake` command: parse, call, print. No logic of its own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pipelines.exceptions import ChangelakeError
+from pipelines.settings import Settings, load_settings
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def _setup(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.stack.install import setup
+
+    setup(settings)
+    return 0
+
+
+def _stack(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.stack import manager
+
+    if args.action == "up":
+        manager.up(settings, args.services or None)
+    elif args.action == "down":
+        manager.down(settings, args.services or None)
+    else:
+        report = manager.status(settings)
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            _print_stack_status(report)
+        return 0 if all(s["state"] == "healthy" for s in report["services"].values()) else 3
+    return 0
+
+
+def _print_stack_status(report: dict[str, Any]) -> None:
+    from pipelines.stack.manager import redact
+
+    print(f"state directory: {report['home']}")
+    for name, svc in report["services"].items():
+        where = svc.get("url") or svc.get("bootstrap") or redact(svc.get("dsn", ""))
+        pid = svc["pid"] or "-"
+        print(f"  {name:<11} {svc['state']:<22} pid {pid!s:<8} {where}")
+
+
+def _connectors(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import connectors
+
+    if args.action == "apply":
+        files = [Path(f) for f in args.files] or connectors.default_files(settings)
+        connectors.apply(settings, files, timeout_s=args.timeout)
+    elif args.action == "delete":
+        connectors.delete(settings, args.name, drop_slot=args.drop_slot)
+    else:
+        report = connectors.status(settings)
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            connectors.print_status(report)
+    return 0
+
+
+def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.demo import load, seed
+    from pipelines.stack.postgres import Postgres
+
+    dsn = Postgres(settings).admin_dsn()
+    if args.action == "seed":
+        report = seed.seed(dsn, args.rows)
+        print(report.summary())
+    else:
+        result = load.run_load(dsn, args.rate, args.seconds)
+        print(result.summary())
+    return 0
+
+
+def _topics(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import topics
+
+    topics.show(settings, prefix=args.prefix, sample=args.sample, wait=args.wait)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="changelake",
+        description="Postgres → Debezium → Kafka → Delta Lake and OpenSearch, kept in step.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("setup", help="install the local stack's services once (make setup)")
+    p.set_defaults(handler=_setup)
+
+    p = sub.add_parser("stack", help="run the local services: up | down | status")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("services", nargs="*", help="postgres, kafka, connect, opensearch (default all)")
+    p.add_argument("--json", action="store_true", help="status as JSON, for programs")
+    p.set_defaults(handler=_stack)
+
+    p = sub.add_parser("connectors", help="apply | status | delete Kafka Connect connectors")
+    csub = p.add_subparsers(dest="action", required=True)
+    c = csub.add_parser("apply", help="validate, then create or update connectors from JSON")
+    c.add_argument("files", nargs="*", help="connector JSON files (default: connectors/*.json)")
+    c.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for RUNNING")
+    c = csub.add_parser("status", help="each connector's and task's state")
+    c.add_argument("--json", action="store_true")
+    c = csub.add_parser("delete", help="remove a connector")
+    c.add_argument("name")
+    c.add_argument("--drop-slot", action="store_true", help="also drop its replication slot")
+    p.set_defaults(handler=_connectors)
+
+    p = sub.add_parser("demo", help="the demo shop: seed rows, run a workload")
+    dsub = p.add_subparsers(dest="action", required=True)
+    d = dsub.add_parser("seed", help="bulk-load customers, products, orders and lines")
+    d.add_argument("--rows", type=int, default=1000, help="customers to add (others scale)")
+    d = dsub.add_parser("load", help="run a realistic change workload")
+    d.add_argument("--rate", type=float, default=50.0, help="transactions per second")
+    d.add_argument("--seconds", type=float, default=30.0, help="how long")
+    p.set_defaults(handler=_demo)
+
+    p = sub.add_parser("topics", help="show the change topics: counts and sample events")
+    p.add_argument("--prefix", default="shop.", help="topic name prefix (default shop.)")
+    p.add_argument("--sample", type=int, default=3, help="events to show per topic")
+    p.add_argument("--wait", action="store_true", help="first wait until Connect has caught up")
+    p.set_defaults(handler=_topics)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        handler: Handler = args.handler
+        return handler(args, settings)
+    except ChangelakeError as exc:
+        print(f"changelake: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("changelake: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

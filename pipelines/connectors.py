@@ -1,0 +1,258 @@
+"""Load, validate and apply connector JSON through the Connect REST API.
+
+`apply` is all-or-nothing: every file is checked locally (syntax, shape, inline secrets) and then by
+Connect's own validate endpoint before any connector is created or updated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from pipelines.connect_api import ConnectApi, ConnectApiError, quote
+from pipelines.exceptions import ChangelakeError, ConfigError
+from pipelines.settings import Settings
+
+Progress = Callable[[str], None]
+SECRET_WORDS = ("password", "secret", "token")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: Path
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ConnectorFile:
+    path: Path
+    name: str
+    config: dict[str, str]
+
+
+def default_files(settings: Settings) -> list[Path]:
+    files = sorted(settings.connectors_dir.glob("*.json"))
+    if not files:
+        raise ConfigError(f"no connector files in {settings.connectors_dir}")
+    return files
+
+
+def load(path: Path) -> tuple[ConnectorFile | None, list[Problem]]:
+    """Parse one file and check what can be checked without Connect."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        return None, [Problem(path, "file", f"cannot read it ({exc.strerror})")]
+    except json.JSONDecodeError as exc:
+        return None, [Problem(path, f"line {exc.lineno} column {exc.colno}", f"not JSON: {exc.msg}")]
+    if not isinstance(doc, dict):
+        return None, [Problem(path, "(top level)", 'must be an object {"name": …, "config": {…}}')]
+    problems = [Problem(path, key, "unknown top-level field") for key in doc if key not in ("name", "config")]
+    name, config = doc.get("name"), doc.get("config")
+    if not isinstance(name, str) or not name.strip():
+        problems.append(Problem(path, "name", "missing: the connector's name (a string)"))
+    if not isinstance(config, dict):
+        problems.append(Problem(path, "config", "missing: an object of string settings"))
+        return None, problems
+    problems += _config_problems(path, name, config)
+    if problems:
+        return None, problems
+    return ConnectorFile(path, str(name), {k: str(v) for k, v in config.items()}), []
+
+
+def _config_problems(path: Path, name: object, config: dict[str, Any]) -> list[Problem]:
+    problems = []
+    if not config.get("connector.class"):
+        problems.append(Problem(path, "config.connector.class", "missing: which connector to run"))
+    if "name" in config and config["name"] != name:
+        problems.append(Problem(path, "config.name", f"{config['name']!r} differs from {name!r}"))
+    for key, value in config.items():
+        if not isinstance(value, str):
+            problems.append(
+                Problem(path, f"config.{key}", f"must be a string (Connect's form): {json.dumps(str(value))}")
+            )
+        elif any(w in key.lower() for w in SECRET_WORDS) and value and not value.startswith("${"):
+            problems.append(
+                Problem(
+                    path,
+                    f"config.{key}",
+                    "secret written inline; use a config provider: ${env:NAME} or ${file:PATH:KEY}",
+                )
+            )
+    return problems
+
+
+def validate_with_connect(api: ConnectApi, cf: ConnectorFile) -> list[Problem]:
+    """Ask Connect (and so the connector itself) whether the configuration is valid."""
+    klass = cf.config["connector.class"]
+    body = {**cf.config, "name": cf.name}
+    try:
+        result = api.put(f"/connector-plugins/{quote(klass)}/config/validate", body)
+    except ConnectApiError as exc:
+        return [Problem(cf.path, "config.connector.class", exc.detail)]
+    problems = []
+    for entry in result.get("configs", []):
+        value = entry.get("value", {})
+        for error in value.get("errors", []):
+            problems.append(Problem(cf.path, f"config.{value.get('name')}", error))
+    return problems
+
+
+def check(api: ConnectApi, files: list[Path]) -> list[ConnectorFile]:
+    """Every file, locally and then by Connect; raise listing every problem if any."""
+    loaded, problems = [], []
+    for path in files:
+        cf, found = load(path)
+        problems += found
+        if cf is not None:
+            loaded.append(cf)
+    seen: dict[str, Path] = {}
+    for cf in loaded:
+        if cf.name in seen:
+            problems.append(Problem(cf.path, "name", f"{cf.name!r} is also defined in {seen[cf.name]}"))
+        seen[cf.name] = cf.path
+    if not problems:
+        for cf in loaded:
+            problems += validate_with_connect(api, cf)
+    if problems:
+        listing = "\n".join(f"  {p}" for p in problems)
+        raise ConfigError(
+            f"{len(problems)} problem(s) in connector files; nothing was registered:\n{listing}",
+            "fix the files above and run `changelake connectors apply` again",
+        )
+    return loaded
+
+
+def apply(settings: Settings, files: list[Path], *, timeout_s: float = 120.0, progress: Progress = print) -> None:
+    api = ConnectApi(settings.connect_url)
+    connectors = check(api, files)
+    for cf in connectors:
+        before = api.connector_config(cf.name)
+        api.put(f"/connectors/{quote(cf.name)}/config", cf.config)
+        verb = "created" if before is None else ("unchanged" if _same(before, cf) else "updated")
+        progress(f"  {cf.name:<20} {verb} from {cf.path}")
+    for cf in connectors:
+        wait_running(api, cf.name, timeout_s, progress)
+
+
+def _same(current: dict[str, str], cf: ConnectorFile) -> bool:
+    return {k: v for k, v in current.items() if k != "name"} == cf.config
+
+
+def wait_running(api: ConnectApi, name: str, timeout_s: float, progress: Progress) -> None:
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        state = _state(api, name)
+        summary = f"connector {state['connector']}, tasks {state['tasks'] or 'none yet'}"
+        if summary != last:
+            progress(f"  {name:<20} {summary}")
+            last = summary
+        if failed := state["failed"]:
+            raise ChangelakeError(
+                f"connector {name} failed:\n{failed}",
+                f"fix the cause, then `changelake connectors apply`; Connect's log: logs/connect.log",
+            )
+        if state["connector"] == "RUNNING" and state["tasks"] and set(state["tasks"]) == {"RUNNING"}:
+            return
+        if time.monotonic() > deadline:
+            raise ChangelakeError(
+                f"connector {name} not RUNNING after {timeout_s:.0f}s ({summary})",
+                "see `changelake connectors status` and Connect's log",
+            )
+        time.sleep(0.5)
+
+
+def _state(api: ConnectApi, name: str) -> dict[str, Any]:
+    try:
+        status = api.get(f"/connectors/{quote(name)}/status")
+    except ConnectApiError as exc:
+        if exc.status == 404:  # just created; the status arrives a moment later
+            return {"connector": "PENDING", "tasks": [], "failed": ""}
+        raise
+    tasks = status.get("tasks", [])
+    failed = [status["connector"].get("trace", "")] if status["connector"]["state"] == "FAILED" else []
+    failed += [t.get("trace", "") for t in tasks if t["state"] == "FAILED"]
+    return {
+        "connector": status["connector"]["state"],
+        "tasks": [t["state"] for t in tasks],
+        "failed": "\n".join(failed),
+    }
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    api = ConnectApi(settings.connect_url)
+    expanded: dict[str, Any] = api.get("/connectors?expand=status&expand=info")
+    report = {}
+    for name, item in sorted(expanded.items()):
+        st = item["status"]
+        report[name] = {
+            "state": st["connector"]["state"],
+            "tasks": [{"id": t["id"], "state": t["state"], "trace": t.get("trace")} for t in st["tasks"]],
+            "class": item["info"]["config"].get("connector.class"),
+            "topic.prefix": item["info"]["config"].get("topic.prefix"),
+            "slot.name": item["info"]["config"].get("slot.name"),
+        }
+    return report
+
+
+def print_status(report: dict[str, Any]) -> None:
+    if not report:
+        print("no connectors registered (changelake connectors apply)")
+    for name, item in report.items():
+        tasks = ", ".join(f"{t['id']}:{t['state']}" for t in item["tasks"]) or "no tasks"
+        print(f"  {name:<20} {item['state']:<10} tasks {tasks}  slot {item['slot.name']}")
+        for task in item["tasks"]:
+            if task["trace"]:
+                print("    " + task["trace"].splitlines()[0])
+
+
+def delete(settings: Settings, name: str, *, drop_slot: bool = False, progress: Progress = print) -> None:
+    api = ConnectApi(settings.connect_url)
+    config = api.connector_config(name)
+    if config is None:
+        raise ConfigError(f"no connector named {name!r}", "see `changelake connectors status`")
+    api.delete(f"/connectors/{quote(name)}")
+    progress(f"  {name:<20} deleted")
+    slot = config.get("slot.name")
+    if not slot:
+        return
+    if drop_slot:
+        drop_replication_slot(settings, slot)
+        progress(f"  {name:<20} replication slot {slot} dropped")
+    else:
+        progress(
+            f"  note: replication slot {slot!r} still retains WAL for this connector; "
+            f"drop it with `changelake connectors delete --drop-slot` next time, or in psql: "
+            f"SELECT pg_drop_replication_slot('{slot}');"
+        )
+
+
+def drop_replication_slot(settings: Settings, slot: str, timeout_s: float = 30.0) -> None:
+    """Drop `slot` once the stopped connector has let go of it."""
+    from pipelines.stack.postgres import Postgres
+
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+            ).fetchone()
+            if row is None:
+                return
+            if not row[0]:
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                return
+            if time.monotonic() > deadline:
+                raise ChangelakeError(f"replication slot {slot} is still in use after {timeout_s:.0f}s")
+            time.sleep(0.5)

@@ -1,0 +1,210 @@
+"""A paced OLTP workload on the demo shop: one transaction per operation, at a steady rate.
+
+Pacing follows a schedule (operation i is due at start + i / rate on the monotonic clock), so
+the achieved rate does not drift with how long each transaction takes.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import psycopg
+from psycopg import errors
+from psycopg.rows import TupleRow
+
+from pipelines.demo.db import connect, friendly_errors
+from pipelines.demo.ops import OPERATIONS, Effect, Pools
+from pipelines.exceptions import ConfigError
+
+# Lost races with other writers: the transaction is rolled back and the workload carries on.
+TRANSIENT = (
+    errors.DeadlockDetected,
+    errors.SerializationFailure,
+    errors.LockNotAvailable,
+    errors.UniqueViolation,
+)
+MAX_BACKLOG_SECONDS = 1.0  # after a stall, skip missed slots rather than burst to catch up
+
+
+@dataclass(frozen=True)
+class LoadKeys:
+    """The keys the workload created and removed (final ids, after any key changes)."""
+
+    inserted_customers: frozenset[int] = frozenset()
+    deleted_customers: frozenset[int] = frozenset()
+    inserted_orders: frozenset[int] = frozenset()
+    deleted_orders: frozenset[int] = frozenset()
+    key_changes: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    operations: Mapping[str, int]
+    transactions: int
+    row_changes: int
+    skipped: int
+    failed: int
+    seconds: float
+    target_rate: float
+    keys: LoadKeys = field(default_factory=LoadKeys, repr=False, compare=False)
+
+    @property
+    def attempts(self) -> int:
+        """Operations started: committed, skipped (nothing to work on) or rolled back."""
+        return self.transactions + self.skipped + self.failed
+
+    @property
+    def rate(self) -> float:
+        """Achieved operations per second: what the pacing aims at `target_rate`."""
+        return self.attempts / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        lines = [
+            f"load: {self.attempts:,} operations in {self.seconds:.1f} s"
+            f" ({self.rate:.1f}/s, target {self.target_rate:g}):"
+            f" {self.transactions:,} transactions committed, {self.row_changes:,} row changes",
+        ]
+        lines += [f"  {name:<20} {n:>8,}" for name, n in sorted(self.operations.items())]
+        lines.append(f"  {'skipped (no row)':<20} {self.skipped:>8,}")
+        lines.append(f"  {'failed (rolled back)':<20} {self.failed:>8,}")
+        return "\n".join(lines)
+
+
+def run_load(
+    dsn: str,
+    rate: float,
+    seconds: float,
+    *,
+    seed: int = 7,
+    progress: Callable[[str], None] = print,
+) -> LoadReport:
+    """Run the workload for `seconds` at `rate` transactions per second, then report.
+
+    `progress` gets a line about every second; the caller prints `summary()`."""
+    if rate <= 0 or seconds < 0:
+        raise ConfigError(
+            f"load: need rate > 0 and seconds >= 0, got rate={rate} seconds={seconds}"
+        )
+    with friendly_errors(dsn, "running the demo workload"), connect(dsn) as conn:
+        with conn.cursor() as cur:
+            pools = Pools.load(cur)
+        conn.commit()
+        return _Run(conn, random.Random(seed), pools, rate).run(seconds, progress)
+
+
+class _Run:
+    def __init__(
+        self, conn: psycopg.Connection[TupleRow], rng: random.Random, pools: Pools, rate: float
+    ) -> None:
+        self.conn, self.rng, self.pools, self.rate = conn, rng, pools, rate
+        self.names = list(OPERATIONS)
+        self.weights = [weight for _, weight in OPERATIONS.values()]
+        self.ops: Counter[str] = Counter()
+        self.rows = self.skipped = self.failed = 0
+        self.keys = _KeyLog()
+
+    def run(self, seconds: float, progress: Callable[[str], None]) -> LoadReport:
+        started = time.monotonic()
+        next_report = started + 1.0
+        try:
+            for _ in _schedule(self.rate, seconds, started):
+                self._one()
+                now = time.monotonic()
+                if now >= next_report:
+                    next_report = now + 1.0
+                    progress(self._progress_line(now - started))
+        except KeyboardInterrupt:  # Ctrl-C ends a long demo run early, still with its report
+            progress("load: interrupted (an operation in flight, if any, was rolled back)")
+        return LoadReport(
+            operations=MappingProxyType(dict(self.ops)),
+            transactions=self.ops.total(),
+            row_changes=self.rows,
+            skipped=self.skipped,
+            failed=self.failed,
+            seconds=time.monotonic() - started,
+            target_rate=self.rate,
+            keys=self.keys.freeze(),
+        )
+
+    def _progress_line(self, elapsed: float) -> str:
+        attempts = self.ops.total() + self.skipped + self.failed
+        return (
+            f"load: {elapsed:5.1f} s  {attempts:,} operations"
+            f"  {attempts / elapsed:.1f}/s (target {self.rate:g})"
+            f"  {self.ops.total():,} committed  {self.rows:,} row changes"
+        )
+
+    def _one(self) -> None:
+        name = self.rng.choices(self.names, self.weights)[0]
+        op = OPERATIONS[name][0]
+        try:
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                effect = op(cur, self.rng, self.pools)
+        except TRANSIENT:
+            self.failed += 1
+            return
+        if effect is None:
+            self.skipped += 1
+            return
+        self.ops[name] += 1
+        self.rows += effect.rows
+        self.keys.record(effect)
+
+
+def _schedule(rate: float, seconds: float, start: float) -> Iterator[None]:
+    """Yields when each operation is due; stops at the deadline."""
+    deadline = start + seconds
+    interval = 1.0 / rate
+    i = 0
+    while True:
+        due = start + i * interval
+        now = time.monotonic()
+        if due >= deadline or now >= deadline:
+            return
+        if due > now:
+            time.sleep(due - now)
+        elif now - due > MAX_BACKLOG_SECONDS:
+            start += now - due  # shift the schedule: the stall's slots are lost, not replayed
+        yield
+        i += 1
+
+
+class _KeyLog:
+    def __init__(self) -> None:
+        self.inserted_customers: set[int] = set()
+        self.deleted_customers: set[int] = set()
+        self.inserted_orders: set[int] = set()
+        self.deleted_orders: set[int] = set()
+        self.key_changes: list[tuple[int, int]] = []
+
+    def record(self, effect: Effect) -> None:
+        if effect.new_customer is not None:
+            self.inserted_customers.add(effect.new_customer)
+        if effect.new_order is not None:
+            self.inserted_orders.add(effect.new_order)
+        if effect.moved_customer is not None:
+            old, new = effect.moved_customer
+            self.key_changes.append((old, new))
+            if old in self.inserted_customers:
+                self.inserted_customers.remove(old)
+                self.inserted_customers.add(new)
+        if effect.gone_customer is not None:
+            self.inserted_customers.discard(effect.gone_customer)
+            self.deleted_customers.add(effect.gone_customer)
+        for order in effect.gone_orders:
+            self.inserted_orders.discard(order)
+            self.deleted_orders.add(order)
+
+    def freeze(self) -> LoadKeys:
+        return LoadKeys(
+            inserted_customers=frozenset(self.inserted_customers),
+            deleted_customers=frozenset(self.deleted_customers),
+            inserted_orders=frozenset(self.inserted_orders),
+            deleted_orders=frozenset(self.deleted_orders),
+            key_changes=tuple(self.key_changes),
+        )

@@ -1,0 +1,130 @@
+"""Reading change topics directly: offsets, bounded reads, and Debezium's JSON envelope."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from pipelines.exceptions import RetryableError
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: Any
+    value: Any  # None for a tombstone
+    headers: dict[str, bytes]
+
+    @property
+    def payload(self) -> dict[str, Any] | None:
+        """The envelope's payload (op, before, after, source), or None for a tombstone."""
+        if self.value is None:
+            return None
+        return self.value.get("payload") if "payload" in self.value else self.value
+
+    @property
+    def key_payload(self) -> Any:
+        return self.key.get("payload") if isinstance(self.key, dict) and "payload" in self.key else self.key
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+
+def list_topics(bootstrap: str, prefix: str = "") -> list[str]:
+    try:
+        metadata = admin(bootstrap).list_topics(timeout=10)
+    except KafkaException as exc:
+        raise RetryableError(
+            f"Kafka is not reachable at {bootstrap} ({exc})", "start it with `changelake stack up`"
+        ) from exc
+    return sorted(t for t in metadata.topics if t.startswith(prefix))
+
+
+def _consumer(bootstrap: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"changelake-reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "log_level": 0,
+        }
+    )
+
+
+def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """(low, high) offsets per partition."""
+    consumer = _consumer(bootstrap)
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in parts}
+    finally:
+        consumer.close()
+
+
+def read(bootstrap: str, topic: str, start: dict[int, int] | None = None, timeout_s: float = 30.0) -> Iterator[Record]:
+    """Every record from `start` (default: the beginning) up to the end offsets taken now."""
+    marks = watermarks(bootstrap, topic)
+    begin = {p: (start or {}).get(p, low) for p, (low, _) in marks.items()}
+    pending = {p for p, (_, high) in marks.items() if begin[p] < high}
+    if not pending:
+        return
+    consumer = _consumer(bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, p, begin[p]) for p in pending])
+        yield from _drain(consumer, marks, pending, timeout_s)
+    finally:
+        consumer.close()
+
+
+def _drain(consumer: Consumer, marks: dict[int, tuple[int, int]], pending: set[int], timeout_s: float) -> Iterator[Record]:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        if time.monotonic() > deadline:
+            raise RetryableError(f"reading partitions {sorted(pending)} did not reach their end offsets in {timeout_s:.0f}s")
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            raise RetryableError(f"Kafka read error: {msg.error()}")
+        partition, offset = msg.partition(), msg.offset()
+        if offset >= marks[partition][1] - 1:
+            pending.discard(partition)
+        if offset < marks[partition][1]:
+            yield Record(
+                topic=msg.topic(),
+                partition=partition,
+                offset=offset,
+                key=_json(msg.key()),
+                value=_json(msg.value()),
+                headers=dict(msg.headers() or []),
+            )
+
+
+def _json(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+def topic_config(bootstrap: str, topic: str) -> dict[str, str]:
+    from confluent_kafka.admin import ConfigResource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    client = admin(bootstrap)  # must outlive the future, or librdkafka destroys the handle
+    future = client.describe_configs([resource])[resource]
+    return {name: entry.value for name, entry in future.result(timeout=10).items()}

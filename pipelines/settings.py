@@ -1,0 +1,169 @@
+"""Every port, path, version and default, declared once and overridable by the environment.
+
+Versions of JVM artifacts live in pom.xml (the file `mvn` reads); this module reads them from there,
+so the local stack, docker-compose.yml (checked by tests) and the code agree on one number each.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from pipelines.exceptions import ConfigError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def project_root() -> Path:
+    """The checkout holding pom.xml, connectors/ and schemas/ (the package's parent when installed
+    editable, else the working directory, as in the pipeline image)."""
+    here = PACKAGE_DIR.parent
+    return here if (here / "pom.xml").exists() else Path.cwd()
+
+
+@dataclass(frozen=True)
+class Versions:
+    kafka: str
+    debezium: str
+    opensearch: str
+    spark: str
+    delta: str
+    postgres_major: str
+
+
+def read_versions(pom: Path) -> Versions:
+    try:
+        props = ET.parse(pom).getroot().find("m:properties", _POM_NS)
+    except (OSError, ET.ParseError) as exc:
+        raise ConfigError(f"cannot read versions from {pom}: {exc}") from exc
+    if props is None:
+        raise ConfigError(f"{pom} has no <properties> section with the pinned versions")
+
+    def prop(name: str) -> str:
+        node = props.find(f"m:{name}", _POM_NS)
+        if node is None or not (node.text or "").strip():
+            raise ConfigError(f"{pom}: property <{name}> is missing")
+        return (node.text or "").strip()
+
+    return Versions(
+        kafka=prop("kafka.version"),
+        debezium=prop("debezium.version"),
+        opensearch=prop("opensearch.version"),
+        spark=prop("spark.version"),
+        delta=prop("delta.version"),
+        postgres_major=prop("postgres.major"),
+    )
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"environment variable {name}={raw!r} is not a TCP port (1-65535)")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path
+    home: Path
+    host: str
+    postgres_port: int
+    kafka_port: int
+    kafka_controller_port: int
+    connect_port: int
+    opensearch_port: int
+    opensearch_transport_port: int
+    service_user: str
+    java_home: Path
+    vendor: Path
+    # Where clients reach each service. The local stack binds everything to `host`; under docker
+    # compose the pipeline container reaches the others by service name.
+    postgres_host: str
+    kafka_host: str
+    connect_host: str
+    opensearch_host: str
+    database: str = "shop"
+    admin_user: str = "changelake"
+    debezium_user: str = "debezium"
+    publication: str = "changelake_shop"
+    # Two cores and 24 GiB are shared by four services and Spark: keep every heap small.
+    kafka_heap: str = "384m"
+    connect_heap: str = "512m"
+    opensearch_heap: str = "512m"
+
+    @cached_property
+    def versions(self) -> Versions:
+        return read_versions(self.root / "pom.xml")
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.home / "secrets"
+
+    @property
+    def connectors_dir(self) -> Path:
+        return self.root / "connectors"
+
+    @property
+    def schemas_dir(self) -> Path:
+        return self.root / "schemas"
+
+    @property
+    def postgres_bin(self) -> Path:
+        return Path(f"/usr/lib/postgresql/{self.versions.postgres_major}/bin")
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"{self.kafka_host}:{self.kafka_port}"
+
+    @property
+    def connect_url(self) -> str:
+        return f"http://{self.connect_host}:{self.connect_port}"
+
+    @property
+    def opensearch_url(self) -> str:
+        return f"http://{self.opensearch_host}:{self.opensearch_port}"
+
+    def postgres_dsn(self, user: str, password: str, database: str | None = None) -> str:
+        db = database or self.database
+        return f"postgresql://{user}:{password}@{self.postgres_host}:{self.postgres_port}/{db}"
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read the environment once; everything else takes a Settings."""
+    env = os.environ if env is None else env
+    root = project_root()
+    home = Path(env.get("CHANGELAKE_HOME") or root / ".changelake").resolve()
+    host = env.get("CHANGELAKE_HOST") or "127.0.0.1"
+    return Settings(
+        root=root,
+        home=home,
+        host=host,
+        postgres_host=env.get("CHANGELAKE_PG_HOST") or host,
+        kafka_host=env.get("CHANGELAKE_KAFKA_HOST") or host,
+        connect_host=env.get("CHANGELAKE_CONNECT_HOST") or host,
+        opensearch_host=env.get("CHANGELAKE_OPENSEARCH_HOST") or host,
+        vendor=Path(env.get("CHANGELAKE_VENDOR") or home / "vendor").resolve(),
+        postgres_port=_port(env, "CHANGELAKE_PG_PORT", 5432),
+        kafka_port=_port(env, "CHANGELAKE_KAFKA_PORT", 9092),
+        kafka_controller_port=_port(env, "CHANGELAKE_KAFKA_CONTROLLER_PORT", 9093),
+        connect_port=_port(env, "CHANGELAKE_CONNECT_PORT", 8083),
+        opensearch_port=_port(env, "CHANGELAKE_OPENSEARCH_PORT", 9200),
+        opensearch_transport_port=_port(env, "CHANGELAKE_OPENSEARCH_TRANSPORT_PORT", 9300),
+        service_user=env.get("CHANGELAKE_SERVICE_USER", "changelake"),
+        java_home=Path(env.get("JAVA_HOME") or "/usr/lib/jvm/java-17-openjdk-amd64"),
+    )

@@ -1,0 +1,1 @@
+"""The local stack: one module per service (install check, start, health, stop)."""

@@ -1,0 +1,73 @@
+"""`changelake topics`: what has reached Kafka — counts per change topic and the newest events."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import psycopg
+
+from pipelines import kafka_io
+from pipelines.exceptions import ChangelakeError
+from pipelines.settings import Settings
+
+OPS = {"c": "insert", "u": "update", "d": "delete", "r": "snapshot", "t": "truncate"}
+
+
+def wait_caught_up(settings: Settings, slot: str, timeout_s: float = 120.0) -> None:
+    """Wait until the connector has confirmed every WAL position written before this call."""
+    from pipelines.stack.postgres import Postgres
+
+    with psycopg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
+        target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            row = conn.execute(
+                "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
+                " WHERE slot_name = %s",
+                (str(target[0]) if target else "0/0", slot),
+            ).fetchone()
+            if row and row[0]:
+                return
+            if time.monotonic() > deadline:
+                raise ChangelakeError(
+                    f"replication slot {slot} has not confirmed {target[0] if target else '?'}"
+                    f" after {timeout_s:.0f}s",
+                    "see `changelake connectors status` and logs/connect.log",
+                )
+            time.sleep(0.5)
+
+
+def describe(record: kafka_io.Record, width: int = 150) -> str:
+    payload = record.payload
+    if payload is None:
+        text = f"tombstone key={json.dumps(record.key_payload)}"
+    elif "status" in payload:  # the transaction-metadata topic: BEGIN / END markers
+        count = payload.get("event_count")
+        text = f"{payload['status']:<8} txn={payload.get('id')}" + (f" events={count}" if count else "")
+    else:
+        op = OPS.get(str(payload.get("op")), str(payload.get("op")))
+        lsn = (payload.get("source") or {}).get("lsn")
+        row = payload.get("after") if payload.get("after") is not None else payload.get("before")
+        text = f"{op:<8} lsn={lsn} key={json.dumps(record.key_payload)} row={json.dumps(row)}"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def show(settings: Settings, *, prefix: str, sample: int, wait: bool) -> None:
+    if wait:
+        wait_caught_up(settings, "changelake_shop")
+    topics = kafka_io.list_topics(settings.kafka_bootstrap, prefix)
+    if not topics:
+        raise ChangelakeError(
+            f"no topics starting with {prefix!r} on {settings.kafka_bootstrap}",
+            "register the connector: `changelake connectors apply`",
+        )
+    for topic in topics:
+        marks = kafka_io.watermarks(settings.kafka_bootstrap, topic)
+        count = sum(high - low for low, high in marks.values())
+        config = kafka_io.topic_config(settings.kafka_bootstrap, topic)
+        print(f"{topic}  ({count} records, cleanup.policy={config.get('cleanup.policy')})")
+        start = {p: max(low, high - sample) for p, (low, high) in marks.items()}
+        for record in kafka_io.read(settings.kafka_bootstrap, topic, start):
+            print(f"  @{record.offset:<7} {describe(record)}")

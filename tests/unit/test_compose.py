@@ -1,0 +1,355 @@
+"""docker-compose.yml agrees with pom.xml, pipelines/settings.py and connectors/*.json.
+
+No service is started: `docker-compose config` validates and resolves the file (interpolation,
+anchors, relative paths), and the tests compare what it resolved with the project's own sources of
+truth. Any .env on the developer's machine is ignored (an empty --env-file stands in for it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipelines.settings import Settings, load_settings, read_versions
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+DOCKER_COMPOSE = shutil.which("docker-compose")
+PASSWORDS = {
+    "CHANGELAKE_PG_PASSWORD": "dummy-pg-password",
+    "CHANGELAKE_DEBEZIUM_PASSWORD": "dummy-debezium-password",
+}
+ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+pytestmark = pytest.mark.skipif(
+    DOCKER_COMPOSE is None,
+    reason="docker-compose is not installed (`make setup` installs it; on Debian: "
+    "apt-get install docker-compose)",
+)
+
+
+def run_config(
+    env_file: Path, extra_env: Mapping[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config` with a clean environment: PATH and HOME, plus `extra_env`."""
+    assert DOCKER_COMPOSE is not None
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+    env.update(extra_env)
+    return subprocess.run(
+        [
+            DOCKER_COMPOSE,
+            "--project-directory",
+            str(ROOT),
+            "--env-file",
+            str(env_file),
+            "-f",
+            str(COMPOSE_FILE),
+            "config",
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def empty_env_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("compose") / "empty.env"
+    path.write_text("")
+    return path
+
+
+@pytest.fixture(scope="module")
+def config(empty_env_file: Path) -> dict[str, Any]:
+    result = run_config(empty_env_file, PASSWORDS)
+    assert result.returncode == 0, result.stderr
+    loaded = yaml.safe_load(result.stdout)
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def services(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(config["services"])
+
+
+@pytest.fixture(scope="module")
+def settings() -> Settings:
+    return load_settings({})  # the defaults, whatever this shell exports
+
+
+def published_ports(service: Mapping[str, Any]) -> list[tuple[str, int, int]]:
+    """(host ip, host port, container port) for each published port, short or long syntax."""
+    ports = []
+    for entry in service.get("ports", []):
+        if isinstance(entry, dict):
+            ip, host, target = entry.get("host_ip", ""), entry["published"], entry["target"]
+        else:
+            spec = str(entry).split("/")[0]
+            parts = spec.split(":")
+            assert len(parts) == 3, f"port {entry!r} does not name a host address"
+            ip, host, target = parts
+        ports.append((str(ip), int(host), int(target)))
+    return ports
+
+
+def bind_mounts(service: Mapping[str, Any]) -> Iterator[tuple[Path, str, bool]]:
+    """(host path, container path, read-only) for each bind mount, short or long syntax."""
+    for entry in service.get("volumes", []):
+        if isinstance(entry, dict):
+            if entry.get("type") == "bind":
+                yield Path(entry["source"]), entry["target"], bool(entry.get("read_only"))
+        else:
+            source, target, *mode = str(entry).split(":")
+            if source.startswith("/"):
+                yield Path(source), target, "ro" in mode
+
+
+def env_of(service: Mapping[str, Any]) -> dict[str, str]:
+    env = service.get("environment", {})
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {str(key): str(value) for key, value in env.items()}
+
+
+def test_config_is_valid_with_the_passwords_set(empty_env_file: Path) -> None:
+    result = run_config(empty_env_file, PASSWORDS, "-q")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("missing", sorted(PASSWORDS))
+def test_config_fails_naming_a_missing_password(empty_env_file: Path, missing: str) -> None:
+    others = {name: value for name, value in PASSWORDS.items() if name != missing}
+    result = run_config(empty_env_file, others, "-q")
+    assert result.returncode != 0
+    assert f"{missing} is not set" in result.stderr
+
+
+def test_env_example_names_every_password_with_no_value() -> None:
+    values = dict(
+        line.split("=", 1)
+        for line in ENV_EXAMPLE.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
+    assert {name: values.get(name) for name in PASSWORDS} == dict.fromkeys(PASSWORDS, "")
+    # and so a copied, unedited .env.example is refused:
+    result = run_config(ENV_EXAMPLE, {}, "-q")
+    assert result.returncode != 0
+    assert re.search(r"CHANGELAKE_\w*PASSWORD is not set", result.stderr), result.stderr
+
+
+def test_no_password_has_a_default_in_the_compose_file() -> None:
+    text = COMPOSE_FILE.read_text()
+    uses = re.findall(r"\$\{(CHANGELAKE_\w*PASSWORD)(:?[-?+])?", text)
+    assert {name for name, _ in uses} == set(PASSWORDS)
+    assert {operator for _, operator in uses} == {":?"}
+
+
+def test_images_are_the_versions_pinned_in_pom(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    versions = read_versions(settings.root / "pom.xml")
+    pulled = {name: svc["image"] for name, svc in services.items() if "build" not in svc}
+    postgres_repo, _, postgres_tag = pulled.pop("postgres").partition(":")
+    assert (postgres_repo, re.split(r"[.-]", postgres_tag)[0]) == (
+        "postgres",
+        versions.postgres_major,
+    )
+    assert pulled == {
+        "kafka": f"apache/kafka:{versions.kafka}",
+        "connect": f"quay.io/debezium/connect:{versions.debezium}",
+        "opensearch": f"opensearchproject/opensearch:{versions.opensearch}",
+    }
+
+
+def test_built_services_use_the_repository_dockerfile(services: dict[str, dict[str, Any]]) -> None:
+    built = {name: svc for name, svc in services.items() if "build" in svc}
+    assert set(built) == {"connectors", "pipeline"}
+    for svc in built.values():
+        assert Path(svc["build"]["context"]).resolve() == ROOT
+        assert svc["build"].get("dockerfile", "Dockerfile") == "Dockerfile"
+    assert (ROOT / "Dockerfile").is_file()
+
+
+def test_published_ports_are_the_settings_defaults_on_loopback(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    expected = {
+        "postgres": settings.postgres_port,
+        "kafka": settings.kafka_port,
+        "connect": settings.connect_port,
+        "opensearch": settings.opensearch_port,
+    }
+    published = {name: published_ports(svc) for name, svc in services.items() if "ports" in svc}
+    assert {name: [(ip, host) for ip, host, _ in ports] for name, ports in published.items()} == {
+        name: [("127.0.0.1", port)] for name, port in expected.items()
+    }
+
+
+def test_kafka_is_single_node_kraft_without_auto_topic_creation(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    env = env_of(services["kafka"])
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    for name, value in env.items():
+        if name.endswith(("REPLICATION_FACTOR", "MIN_ISR", "MIN_INSYNC_REPLICAS")):
+            assert value == "1", name
+    advertised = {url.split("://", 1)[1] for url in env["KAFKA_ADVERTISED_LISTENERS"].split(",")}
+    # a client on the host (the published port) and one in the network (the pipeline's settings)
+    assert f"127.0.0.1:{settings.kafka_port}" in advertised
+    pipeline = env_of(services["pipeline"])
+    assert f"{pipeline['CHANGELAKE_KAFKA_HOST']}:{settings.kafka_port}" in advertised
+    assert env_of(services["connect"])["BOOTSTRAP_SERVERS"] in advertised
+
+
+def test_postgres_is_configured_for_logical_decoding(services: dict[str, dict[str, Any]]) -> None:
+    command = services["postgres"]["command"]
+    assert isinstance(command, list)
+    assert command[0] == "postgres"
+    options = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "-c")
+    assert options["wal_level"] == "logical"
+    assert int(options["max_replication_slots"]) >= 10
+    assert int(options["max_wal_senders"]) >= 10
+    assert options["max_slot_wal_keep_size"] not in ("", "-1")
+    env = env_of(services["postgres"])
+    assert (env["POSTGRES_USER"], env["POSTGRES_DB"]) == ("changelake", "shop")
+    assert env["POSTGRES_PASSWORD"] == PASSWORDS["CHANGELAKE_PG_PASSWORD"]
+    assert env["CHANGELAKE_DEBEZIUM_PASSWORD"] == PASSWORDS["CHANGELAKE_DEBEZIUM_PASSWORD"]
+
+
+def test_postgres_init_runs_the_schema_files(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    mounts = {target: (source, ro) for source, target, ro in bind_mounts(services["postgres"])}
+    init_scripts = [t for t in mounts if t.startswith("/docker-entrypoint-initdb.d/")]
+    assert len(init_scripts) == 1
+    script_source = mounts[init_scripts[0]][0]
+    assert script_source.is_file()
+    script = script_source.read_text()
+    schema_targets = [t for t, (src, _) in mounts.items() if src.resolve() == settings.schemas_dir]
+    assert len(schema_targets) == 1
+    assert mounts[schema_targets[0]][1], "schemas/ must be mounted read-only"
+    assert schema_targets[0] in script
+    assert script.index("shop.sql") < script.index("capture.sql")
+    assert "-v debezium_password=" in script
+    assert "-v publication=" in script
+
+
+def test_connectors_service_reads_the_repository_connectors_folder(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    svc = services["connectors"]
+    assert svc["command"] == ["connectors", "apply"]
+    mounts = {Path(target): (source, ro) for source, target, ro in bind_mounts(svc)}
+    in_container = Path(svc["working_dir"]) / settings.connectors_dir.name
+    assert in_container in mounts
+    source, read_only = mounts[in_container]
+    assert source.resolve() == settings.connectors_dir.resolve()
+    assert read_only
+    assert env_of(svc)["CHANGELAKE_CONNECT_HOST"] == "connect"
+    assert svc["depends_on"]["connect"]["condition"] == "service_healthy"
+
+
+def test_connect_provides_every_env_variable_the_connectors_reference(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    files = sorted(settings.connectors_dir.glob("*.json"))
+    assert files, f"no connector JSON in {settings.connectors_dir}"
+    referenced = {
+        name
+        for path in files
+        for value in json.loads(path.read_text())["config"].values()
+        for name in ENV_REFERENCE.findall(str(value))
+    }
+    assert referenced, "expected the connectors to take their secrets from ${env:...}"
+    env = env_of(services["connect"])
+    missing = sorted(name for name in referenced if not env.get(name))
+    assert not missing, f"connect has no value for {missing}"
+    allowlist = env.get("CONNECT_CONFIG_PROVIDERS_ENV_PARAM_ALLOWLIST_PATTERN", ".*")
+    assert all(re.fullmatch(allowlist, name) for name in referenced)
+    # The values themselves: the compose service names and container ports.
+    assert env["CHANGELAKE_PG_HOST"] == "postgres"
+    assert env["CHANGELAKE_PG_PORT"] == str(settings.postgres_port)
+    assert env["CHANGELAKE_DEBEZIUM_PASSWORD"] == PASSWORDS["CHANGELAKE_DEBEZIUM_PASSWORD"]
+
+
+def test_connect_is_a_distributed_worker_with_config_providers(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    env = env_of(services["connect"])
+    assert {
+        name: env[name]
+        for name in ("CONFIG_STORAGE_TOPIC", "OFFSET_STORAGE_TOPIC", "STATUS_STORAGE_TOPIC")
+    } == {
+        "CONFIG_STORAGE_TOPIC": "changelake-connect-configs",
+        "OFFSET_STORAGE_TOPIC": "changelake-connect-offsets",
+        "STATUS_STORAGE_TOPIC": "changelake-connect-status",
+    }
+    assert set(env["CONNECT_CONFIG_PROVIDERS"].split(",")) == {"env", "file"}
+    assert env["CONNECT_CONFIG_PROVIDERS_ENV_CLASS"] == (
+        "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+    )
+    assert env["CONNECT_CONFIG_PROVIDERS_FILE_CLASS"] == (
+        "org.apache.kafka.common.config.provider.FileConfigProvider"
+    )
+    assert services["connect"]["depends_on"]["kafka"]["condition"] == "service_healthy"
+
+
+def test_pipeline_reaches_services_by_name_and_keeps_state_in_a_volume(
+    config: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    svc = services["pipeline"]
+    env = env_of(svc)
+    hosts = {
+        name: env[name]
+        for name in (
+            "CHANGELAKE_PG_HOST",
+            "CHANGELAKE_KAFKA_HOST",
+            "CHANGELAKE_CONNECT_HOST",
+            "CHANGELAKE_OPENSEARCH_HOST",
+        )
+    }
+    assert hosts == {
+        "CHANGELAKE_PG_HOST": "postgres",
+        "CHANGELAKE_KAFKA_HOST": "kafka",
+        "CHANGELAKE_CONNECT_HOST": "connect",
+        "CHANGELAKE_OPENSEARCH_HOST": "opensearch",
+    }
+    home_volumes = [
+        entry
+        for entry in svc["volumes"]
+        if (entry["target"] if isinstance(entry, dict) else str(entry).split(":")[1])
+        == env["CHANGELAKE_HOME"]
+    ]
+    assert len(home_volumes) == 1
+    entry = home_volumes[0]
+    source = entry["source"] if isinstance(entry, dict) else str(entry).split(":")[0]
+    assert source in config["volumes"], "CHANGELAKE_HOME must be a named volume"
+    conditions = {name: dep["condition"] for name, dep in svc["depends_on"].items()}
+    assert conditions["connectors"] == "service_completed_successfully"
+    assert conditions["kafka"] == conditions["opensearch"] == "service_healthy"
+
+
+def test_every_long_running_dependency_has_a_healthcheck(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name in ("postgres", "kafka", "connect", "opensearch"):
+        assert services[name].get("healthcheck", {}).get("test"), name
+    for name, svc in services.items():
+        for dependency, spec in svc.get("depends_on", {}).items():
+            if spec["condition"] == "service_healthy":
+                assert services[dependency].get("healthcheck"), f"{name} waits on {dependency}"
