@@ -54,10 +54,16 @@ def load(path: Path) -> tuple[ConnectorFile | None, list[Problem]]:
     except OSError as exc:
         return None, [Problem(path, "file", f"cannot read it ({exc.strerror})")]
     except json.JSONDecodeError as exc:
-        return None, [Problem(path, f"line {exc.lineno} column {exc.colno}", f"not JSON: {exc.msg}")]
+        return None, [
+            Problem(path, f"line {exc.lineno} column {exc.colno}", f"not JSON: {exc.msg}")
+        ]
     if not isinstance(doc, dict):
         return None, [Problem(path, "(top level)", 'must be an object {"name": …, "config": {…}}')]
-    problems = [Problem(path, key, "unknown top-level field") for key in doc if key not in ("name", "config")]
+    problems = [
+        Problem(path, key, "unknown top-level field")
+        for key in doc
+        if key not in ("name", "config")
+    ]
     name, config = doc.get("name"), doc.get("config")
     if not isinstance(name, str) or not name.strip():
         problems.append(Problem(path, "name", "missing: the connector's name (a string)"))
@@ -79,7 +85,11 @@ def _config_problems(path: Path, name: object, config: dict[str, Any]) -> list[P
     for key, value in config.items():
         if not isinstance(value, str):
             problems.append(
-                Problem(path, f"config.{key}", f"must be a string (Connect's form): {json.dumps(str(value))}")
+                Problem(
+                    path,
+                    f"config.{key}",
+                    f"must be a string (Connect's form): {json.dumps(str(value))}",
+                )
             )
         elif any(w in key.lower() for w in SECRET_WORDS) and value and not value.startswith("${"):
             problems.append(
@@ -99,13 +109,20 @@ def validate_with_connect(api: ConnectApi, cf: ConnectorFile) -> list[Problem]:
     try:
         result = api.put(f"/connector-plugins/{quote(klass)}/config/validate", body)
     except ConnectApiError as exc:
-        return [Problem(cf.path, "config.connector.class", exc.detail)]
+        return [Problem(cf.path, "config.connector.class", _unknown_class(api, klass, exc))]
     problems = []
     for entry in result.get("configs", []):
         value = entry.get("value", {})
         for error in value.get("errors", []):
             problems.append(Problem(cf.path, f"config.{value.get('name')}", error))
     return problems
+
+
+def _unknown_class(api: ConnectApi, klass: str, exc: ConnectApiError) -> str:
+    if "Failed to find any class" not in exc.detail:
+        return exc.detail
+    installed = sorted(p["class"] for p in api.get("/connector-plugins"))
+    return f"no installed connector is called {klass!r}; installed: {', '.join(installed)}"
 
 
 def check(api: ConnectApi, files: list[Path]) -> list[ConnectorFile]:
@@ -119,7 +136,9 @@ def check(api: ConnectApi, files: list[Path]) -> list[ConnectorFile]:
     seen: dict[str, Path] = {}
     for cf in loaded:
         if cf.name in seen:
-            problems.append(Problem(cf.path, "name", f"{cf.name!r} is also defined in {seen[cf.name]}"))
+            problems.append(
+                Problem(cf.path, "name", f"{cf.name!r} is also defined in {seen[cf.name]}")
+            )
         seen[cf.name] = cf.path
     if not problems:
         for cf in loaded:
@@ -133,7 +152,9 @@ def check(api: ConnectApi, files: list[Path]) -> list[ConnectorFile]:
     return loaded
 
 
-def apply(settings: Settings, files: list[Path], *, timeout_s: float = 120.0, progress: Progress = print) -> None:
+def apply(
+    settings: Settings, files: list[Path], *, timeout_s: float = 120.0, progress: Progress = print
+) -> None:
     api = ConnectApi(settings.connect_url)
     connectors = check(api, files)
     for cf in connectors:
@@ -161,9 +182,13 @@ def wait_running(api: ConnectApi, name: str, timeout_s: float, progress: Progres
         if failed := state["failed"]:
             raise ChangelakeError(
                 f"connector {name} failed:\n{failed}",
-                f"fix the cause, then `changelake connectors apply`; Connect's log: logs/connect.log",
+                "fix the cause, then `changelake connectors apply` (see logs/connect.log)",
             )
-        if state["connector"] == "RUNNING" and state["tasks"] and set(state["tasks"]) == {"RUNNING"}:
+        if (
+            state["connector"] == "RUNNING"
+            and state["tasks"]
+            and set(state["tasks"]) == {"RUNNING"}
+        ):
             return
         if time.monotonic() > deadline:
             raise ChangelakeError(
@@ -181,7 +206,9 @@ def _state(api: ConnectApi, name: str) -> dict[str, Any]:
             return {"connector": "PENDING", "tasks": [], "failed": ""}
         raise
     tasks = status.get("tasks", [])
-    failed = [status["connector"].get("trace", "")] if status["connector"]["state"] == "FAILED" else []
+    failed = (
+        [status["connector"].get("trace", "")] if status["connector"]["state"] == "FAILED" else []
+    )
     failed += [t.get("trace", "") for t in tasks if t["state"] == "FAILED"]
     return {
         "connector": status["connector"]["state"],
@@ -198,7 +225,9 @@ def status(settings: Settings) -> dict[str, Any]:
         st = item["status"]
         report[name] = {
             "state": st["connector"]["state"],
-            "tasks": [{"id": t["id"], "state": t["state"], "trace": t.get("trace")} for t in st["tasks"]],
+            "tasks": [
+                {"id": t["id"], "state": t["state"], "trace": t.get("trace")} for t in st["tasks"]
+            ],
             "class": item["info"]["config"].get("connector.class"),
             "topic.prefix": item["info"]["config"].get("topic.prefix"),
             "slot.name": item["info"]["config"].get("slot.name"),
@@ -217,7 +246,9 @@ def print_status(report: dict[str, Any]) -> None:
                 print("    " + task["trace"].splitlines()[0])
 
 
-def delete(settings: Settings, name: str, *, drop_slot: bool = False, progress: Progress = print) -> None:
+def delete(
+    settings: Settings, name: str, *, drop_slot: bool = False, progress: Progress = print
+) -> None:
     api = ConnectApi(settings.connect_url)
     config = api.connector_config(name)
     if config is None:
@@ -254,5 +285,7 @@ def drop_replication_slot(settings: Settings, slot: str, timeout_s: float = 30.0
                 conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
                 return
             if time.monotonic() > deadline:
-                raise ChangelakeError(f"replication slot {slot} is still in use after {timeout_s:.0f}s")
+                raise ChangelakeError(
+                    f"replication slot {slot} is still in use after {timeout_s:.0f}s"
+                )
             time.sleep(0.5)

@@ -26,13 +26,18 @@ class Record:
     @property
     def payload(self) -> dict[str, Any] | None:
         """The envelope's payload (op, before, after, source), or None for a tombstone."""
-        if self.value is None:
+        if not isinstance(self.value, dict):
             return None
-        return self.value.get("payload") if "payload" in self.value else self.value
+        payload = self.value.get("payload") if "payload" in self.value else self.value
+        return payload if isinstance(payload, dict) else None
 
     @property
     def key_payload(self) -> Any:
-        return self.key.get("payload") if isinstance(self.key, dict) and "payload" in self.key else self.key
+        return (
+            self.key.get("payload")
+            if isinstance(self.key, dict) and "payload" in self.key
+            else self.key
+        )
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -66,12 +71,16 @@ def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     consumer = _consumer(bootstrap)
     try:
         parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in parts}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in parts
+        }
     finally:
         consumer.close()
 
 
-def read(bootstrap: str, topic: str, start: dict[int, int] | None = None, timeout_s: float = 30.0) -> Iterator[Record]:
+def read(
+    bootstrap: str, topic: str, start: dict[int, int] | None = None, timeout_s: float = 30.0
+) -> Iterator[Record]:
     """Every record from `start` (default: the beginning) up to the end offsets taken now."""
     marks = watermarks(bootstrap, topic)
     begin = {p: (start or {}).get(p, low) for p, (low, _) in marks.items()}
@@ -86,45 +95,62 @@ def read(bootstrap: str, topic: str, start: dict[int, int] | None = None, timeou
         consumer.close()
 
 
-def _drain(consumer: Consumer, marks: dict[int, tuple[int, int]], pending: set[int], timeout_s: float) -> Iterator[Record]:
+def _drain(
+    consumer: Consumer, marks: dict[int, tuple[int, int]], pending: set[int], timeout_s: float
+) -> Iterator[Record]:
     import time
 
     deadline = time.monotonic() + timeout_s
     while pending:
         if time.monotonic() > deadline:
-            raise RetryableError(f"reading partitions {sorted(pending)} did not reach their end offsets in {timeout_s:.0f}s")
+            raise RetryableError(
+                f"partitions {sorted(pending)} were not read to their end in {timeout_s:.0f}s"
+            )
         msg = consumer.poll(0.5)
         if msg is None:
             continue
         if msg.error():
             raise RetryableError(f"Kafka read error: {msg.error()}")
-        partition, offset = msg.partition(), msg.offset()
+        partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
         if offset >= marks[partition][1] - 1:
             pending.discard(partition)
         if offset < marks[partition][1]:
             yield Record(
-                topic=msg.topic(),
+                topic=str(msg.topic()),
                 partition=partition,
                 offset=offset,
                 key=_json(msg.key()),
                 value=_json(msg.value()),
-                headers=dict(msg.headers() or []),
+                headers=_headers(msg.headers()),
             )
 
 
-def _json(raw: bytes | None) -> Any:
+def _json(raw: str | bytes | None) -> Any:
     if raw is None:
         return None
     try:
         return json.loads(raw)
     except ValueError:
-        return raw.decode("utf-8", "replace")
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+
+
+def _headers(raw: Any) -> dict[str, bytes]:
+    pairs = raw.items() if isinstance(raw, dict) else (raw or [])
+    return {str(k): v for k, v in pairs if isinstance(v, bytes)}
 
 
 def topic_config(bootstrap: str, topic: str) -> dict[str, str]:
-    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     client = admin(bootstrap)  # must outlive the future, or librdkafka destroys the handle
     future = client.describe_configs([resource])[resource]
     return {name: entry.value for name, entry in future.result(timeout=10).items()}
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    if not topics:
+        return
+    client = admin(bootstrap)
+    for future in client.delete_topics(topics).values():
+        future.result(timeout=30)

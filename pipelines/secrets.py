@@ -1,7 +1,8 @@
-"""Passwords the local stack generates once and keeps under the state directory (mode 0600).
+"""Passwords the local stack generates once and keeps under the state directory (0600).
 
-An environment variable wins over the file (`CHANGELAKE_PG_PASSWORD`, `CHANGELAKE_DEBEZIUM_PASSWORD`),
-which is how docker compose and CI hand them in. Nothing here is ever written to the repository.
+An environment variable wins over the file (`CHANGELAKE_PG_PASSWORD`,
+`CHANGELAKE_DEBEZIUM_PASSWORD`), which is how docker compose hands them in. Nothing here is ever
+written to the repository.
 """
 
 from __future__ import annotations

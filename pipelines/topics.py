@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import psycopg
 
@@ -45,7 +44,9 @@ def describe(record: kafka_io.Record, width: int = 150) -> str:
         text = f"tombstone key={json.dumps(record.key_payload)}"
     elif "status" in payload:  # the transaction-metadata topic: BEGIN / END markers
         count = payload.get("event_count")
-        text = f"{payload['status']:<8} txn={payload.get('id')}" + (f" events={count}" if count else "")
+        text = f"{payload['status']:<8} txn={payload.get('id')}" + (
+            f" events={count}" if count else ""
+        )
     else:
         op = OPS.get(str(payload.get("op")), str(payload.get("op")))
         lsn = (payload.get("source") or {}).get("lsn")

@@ -13,6 +13,7 @@ from pipelines.stack.service import JavaService
 
 PLUGINS_FOLDER = "plugins"
 DEBEZIUM_PLUGIN = "plugins/debezium-postgres"
+PROVIDERS = "org.apache.kafka.common.config.provider"
 
 
 class Connect(JavaService):
@@ -64,8 +65,8 @@ class Connect(JavaService):
             "topic.creation.enable": "true",
             # Secrets reach connectors as ${env:NAME} or ${file:PATH:KEY}, never inline.
             "config.providers": "env,file",
-            "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
-            "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+            "config.providers.env.class": f"{PROVIDERS}.EnvVarConfigProvider",
+            "config.providers.file.class": f"{PROVIDERS}.FileConfigProvider",
         }
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.write_log4j()

@@ -1,8 +1,9 @@
 """`changelake setup`: fetch and place everything the local stack runs, once.
 
-Debian packages (PostgreSQL, docker-compose) through apt; every JVM artifact through `mvn` from the
-pinned pom.xml, one Maven profile per vendor folder. Each folder gets a `.complete` stamp holding the
-pom's hash, so a second run only checks, and a version bump in pom.xml fetches afresh.
+Debian packages (PostgreSQL, docker-compose) through apt; every JVM artifact through `mvn`
+from the pinned pom.xml, one Maven profile per vendor folder. Each folder gets a `.complete`
+stamp holding a hash of what mvn read, so a second run only checks, and a version bump in
+pom.xml fetches afresh.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def pom_stamp(settings: Settings) -> str:
     """A hash of everything mvn reads, so an edit to any of it fetches or builds afresh."""
     digest = hashlib.sha256()
     sources = [settings.root / "pom.xml", settings.root / ".mvn" / "settings.xml"]
-    sources += sorted((settings.root / "connect-smt").rglob("*.java"))
+    sources += sorted(p for p in (settings.root / "connect-smt" / "src").rglob("*") if p.is_file())
     sources.append(settings.root / "connect-smt" / "pom.xml")
     for path in sources:
         digest.update(path.read_bytes())

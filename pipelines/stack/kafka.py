@@ -32,7 +32,9 @@ class Kafka(JavaService):
     def prepare(self) -> None:
         data = self.make_dir("data")
         s = self.settings
-        listeners = f"PLAINTEXT://{s.host}:{s.kafka_port},CONTROLLER://{s.host}:{s.kafka_controller_port}"
+        listeners = (
+            f"PLAINTEXT://{s.host}:{s.kafka_port},CONTROLLER://{s.host}:{s.kafka_controller_port}"
+        )
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",

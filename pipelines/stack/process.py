@@ -38,21 +38,17 @@ def running_pid(pidfile: Path) -> int | None:
         pid = int(pidfile.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-    return None if state in ("Z", "X") else pid
+    return pid if alive(pid) else None
 
 
 def start(spec: ProcessSpec) -> int:
     spec.log.parent.mkdir(parents=True, exist_ok=True)
     spec.pidfile.parent.mkdir(parents=True, exist_ok=True)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **spec.env}
-    kwargs: dict[str, object] = {}
+    uid = gid = None
     if spec.user is not None:
         entry = pwd.getpwnam(spec.user)
-        kwargs = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+        uid, gid = entry.pw_uid, entry.pw_gid
         env["HOME"] = str(spec.cwd)
         env["USER"] = spec.user
     with spec.log.open("ab") as log:
@@ -64,10 +60,13 @@ def start(spec: ProcessSpec) -> int:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            **kwargs,  # type: ignore[arg-type]
+            user=uid,
+            group=gid,
+            extra_groups=None if uid is None else [],
         )
-    spec.pidfile.write_text(f"{proc.pid}\n")
-    return proc.pid
+    pid: int = proc.pid
+    spec.pidfile.write_text(f"{pid}\n")
+    return pid
 
 
 def stop(pidfile: Path, sig: int, grace_s: float) -> str:
@@ -105,17 +104,19 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
                 return True
         except ChildProcessError:
             pass
-        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+        if not alive(pid):
             return True
         time.sleep(0.1)
     return False
 
 
-def _is_zombie(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a dead child its parent has not reaped)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return True
+        return False
+    return state not in ("Z", "X")
 
 
 def port_open(host: str, port: int) -> bool:

@@ -91,7 +91,7 @@ class Service(ABC):
     @abstractmethod
     def healthy(self) -> bool: ...
 
-    def after_start(self) -> None:
+    def after_start(self) -> None:  # noqa: B027 - most services need nothing here
         """Work that needs the running service (roles, schemas); must be idempotent."""
 
     @abstractmethod

@@ -7,23 +7,32 @@ truth. Any .env on the developer's machine is ignored (an empty --env-file stand
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
 
 from pipelines.settings import Settings, load_settings, read_versions
+from pipelines.stack.install import SMT_FOLDER
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
+CONNECT_DOCKERFILE = "docker/connect.Dockerfile"
+SMT_SOURCES = ROOT / "connect-smt" / "src" / "main" / "java"
+SMT_BUILD = "mvn -q -B -s .mvn/settings.xml -P smt package -DskipTests"
+DEBEZIUM_PLUGIN_PATH = PurePosixPath("/kafka/connect")  # KAFKA_CONNECT_PLUGINS_DIR in the image
+JAVA_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.MULTILINE)
 DOCKER_COMPOSE = shutil.which("docker-compose")
 PASSWORDS = {
     "CHANGELAKE_PG_PASSWORD": "dummy-pg-password",
@@ -125,6 +134,78 @@ def env_of(service: Mapping[str, Any]) -> dict[str, str]:
     return {str(key): str(value) for key, value in env.items()}
 
 
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[tuple[str, str]] = field(default_factory=list)  # (INSTRUCTION, arguments)
+
+
+def parse_dockerfile(path: Path) -> tuple[dict[str, str], list[Stage]]:
+    """(the ARG defaults declared before the first FROM, the stages in order)."""
+    logical: list[str] = []
+    pending = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    assert not pending, f"{path} ends inside a continued line"
+    global_args: dict[str, str] = {}
+    stages: list[Stage] = []
+    for line in logical:
+        keyword, _, rest = line.partition(" ")
+        keyword, rest = keyword.upper(), " ".join(rest.split())
+        if keyword == "FROM":
+            words = rest.split()
+            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
+            stages.append(Stage(base=words[0], name=name))
+        elif not stages:
+            assert keyword == "ARG", f"{path}: {line!r} before the first FROM"
+            arg, _, default = rest.partition("=")
+            global_args[arg] = default
+        else:
+            stages[-1].instructions.append((keyword, rest))
+    return global_args, stages
+
+
+def substitute(text: str, values: Mapping[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values[m.group(1) or m.group(2)], text)
+
+
+def docker_ignored(relative: str, patterns: list[str]) -> bool:
+    """Whether the build context leaves `relative` out (Docker's rules: the last matching line
+    wins, a pattern matching a parent folder matches what is inside it, ** spans folders)."""
+
+    def matches(pattern: str, path: str) -> bool:
+        pat, parts = PurePosixPath(pattern).parts, PurePosixPath(path).parts
+        if not pat:
+            return False
+        if pat[0] == "**":
+            return any(matches("/".join(pat[1:]), "/".join(parts[i:])) for i in range(len(parts)))
+        return (
+            bool(parts)
+            and fnmatch.fnmatchcase(parts[0], pat[0])
+            and (len(pat) == 1 or matches("/".join(pat[1:]), "/".join(parts[1:])))
+        )
+
+    ignored = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        if matches(pattern.lstrip("!").strip("/"), relative):
+            ignored = not negated
+    return ignored
+
+
+def dockerignore_patterns() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
 def test_config_is_valid_with_the_passwords_set(empty_env_file: Path) -> None:
     result = run_config(empty_env_file, PASSWORDS, "-q")
     assert result.returncode == 0, result.stderr
@@ -170,18 +251,128 @@ def test_images_are_the_versions_pinned_in_pom(
     )
     assert pulled == {
         "kafka": f"apache/kafka:{versions.kafka}",
-        "connect": f"quay.io/debezium/connect:{versions.debezium}",
         "opensearch": f"opensearchproject/opensearch:{versions.opensearch}",
     }
 
 
-def test_built_services_use_the_repository_dockerfile(services: dict[str, dict[str, Any]]) -> None:
-    built = {name: svc for name, svc in services.items() if "build" in svc}
-    assert set(built) == {"connectors", "pipeline"}
-    for svc in built.values():
-        assert Path(svc["build"]["context"]).resolve() == ROOT
-        assert svc["build"].get("dockerfile", "Dockerfile") == "Dockerfile"
-    assert (ROOT / "Dockerfile").is_file()
+def test_built_services_use_the_repository_dockerfiles(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    built = {
+        name: svc["build"].get("dockerfile", "Dockerfile")
+        for name, svc in services.items()
+        if "build" in svc
+    }
+    assert built == {
+        "connectors": "Dockerfile",
+        "pipeline": "Dockerfile",
+        "connect": CONNECT_DOCKERFILE,
+    }
+    for name, dockerfile in built.items():
+        assert Path(services[name]["build"]["context"]).resolve() == ROOT, name
+        assert (ROOT / dockerfile).is_file(), dockerfile
+
+
+def test_connect_is_built_on_debezium_at_the_pom_version(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    debezium = read_versions(settings.root / "pom.xml").debezium
+    svc = services["connect"]
+    assert svc["build"].get("args") == {"DEBEZIUM_VERSION": debezium}
+    assert svc["image"] == f"changelake/connect:{debezium}"
+    global_args, stages = parse_dockerfile(ROOT / CONNECT_DOCKERFILE)
+    assert global_args == {"DEBEZIUM_VERSION": debezium}  # the default, for a plain docker build
+    final_base = stages[-1].base
+    assert substitute(final_base, global_args) == f"quay.io/debezium/connect:{debezium}"
+    assert substitute(final_base, svc["build"]["args"]) == f"quay.io/debezium/connect:{debezium}"
+
+
+def test_connect_dockerfile_builds_the_smt_and_copies_its_jar_into_the_plugin_path() -> None:
+    _, stages = parse_dockerfile(ROOT / CONNECT_DOCKERFILE)
+    builders = [
+        stage
+        for stage in stages[:-1]
+        if any(kw == "RUN" and SMT_BUILD in args for kw, args in stage.instructions)
+    ]
+    assert [stage.name for stage in builders] == ["smt"], "one named stage runs " + SMT_BUILD
+    builder = builders[0]
+    copied = {
+        tuple(shlex.split(args)[:-1])
+        for kw, args in builder.instructions
+        if kw == "COPY" and not args.startswith("--")
+    }
+    assert copied == {
+        ("pom.xml",),
+        (".mvn/settings.xml",),
+        ("connect-smt/pom.xml",),
+        ("connect-smt/src",),
+    }
+    run = " ".join(args for kw, args in builder.instructions if kw == "RUN")
+    assert "connect-smt/target/changelake-connect-smt-*.jar /out/changelake-smt/" in run
+    folder = PurePosixPath(SMT_FOLDER).name  # the same folder name as the local stack's
+    from_builder = [
+        shlex.split(args)
+        for kw, args in stages[-1].instructions
+        if kw == "COPY" and args.startswith(f"--from={builder.name} ")
+    ]
+    assert from_builder == [
+        [f"--from={builder.name}", "/out/changelake-smt/", f"{DEBEZIUM_PLUGIN_PATH / folder}/"]
+    ]
+
+
+def test_build_context_holds_what_the_connect_dockerfile_copies() -> None:
+    patterns = dockerignore_patterns()
+    needed = [
+        "pom.xml",
+        ".mvn/settings.xml",
+        "connect-smt/pom.xml",
+        *(
+            path.relative_to(ROOT).as_posix()
+            for path in (ROOT / "connect-smt" / "src").rglob("*")
+            if path.is_file()
+        ),
+    ]
+    assert any(path.endswith(".java") for path in needed)
+    assert [path for path in needed if docker_ignored(path, patterns)] == []
+    left_out = [
+        "connect-smt/target/changelake-connect-smt-0.1.0.jar",
+        "connect-smt/target/classes/dev/changelake/connect/KeyTruncates.class",
+        ".env",
+        ".git/config",
+    ]
+    assert [path for path in left_out if not docker_ignored(path, patterns)] == []
+
+
+def java_types_under(root: Path) -> dict[str, Path]:
+    """Fully qualified name of each top-level type -> its .java file (named after the type)."""
+    found = {}
+    for path in sorted(root.rglob("*.java")):
+        text = path.read_text()
+        package = JAVA_PACKAGE.search(text)
+        assert package, f"{path} declares no package"
+        declared = re.search(rf"\b(class|interface|enum|record)\s+{re.escape(path.stem)}\b", text)
+        assert declared, f"{path} does not declare {path.stem}"
+        found[f"{package.group(1)}.{path.stem}"] = path
+    return found
+
+
+def test_changelake_transforms_in_the_connectors_are_defined_in_connect_smt(
+    settings: Settings,
+) -> None:
+    files = sorted(settings.connectors_dir.glob("*.json"))
+    used = {
+        str(value)
+        for path in files
+        for key, value in json.loads(path.read_text())["config"].items()
+        if re.fullmatch(r"transforms\.[^.]+\.type", key)
+        and str(value).startswith("dev.changelake.")
+    }
+    assert "dev.changelake.connect.KeyTruncates" in used
+    defined = java_types_under(SMT_SOURCES)
+    outer = {name: name.split("$")[0] for name in used}  # Outer$Inner lives in Outer.java
+    assert {name: defined.get(outer[name]) for name in used} == {
+        name: SMT_SOURCES.joinpath(*outer[name].split(".")).with_suffix(".java") for name in used
+    }
 
 
 def test_published_ports_are_the_settings_defaults_on_loopback(

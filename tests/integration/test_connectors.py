@@ -1,0 +1,109 @@
+"""`changelake connectors apply` on bad input: file and field named, nothing registered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.connect_api import ConnectApi
+from pipelines.settings import Settings
+from tests.support import changelake
+
+pytestmark = pytest.mark.stack
+
+
+def shop_config(settings: Settings, name: str, **overrides: str) -> dict[str, Any]:
+    doc = json.loads((settings.connectors_dir / "shop-postgres.json").read_text())
+    doc["name"] = name
+    doc["config"].update({"slot.name": name.replace("-", "_"), "topic.prefix": name, **overrides})
+    return doc
+
+
+def registered(settings: Settings) -> list[str]:
+    names: list[str] = ConnectApi(settings.connect_url).get("/connectors")
+    return names
+
+
+def write(tmp_path: Path, name: str, doc: Any) -> Path:
+    path = tmp_path / f"{name}.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc, indent=2))
+    return path
+
+
+def apply_fails(*files: Path) -> str:
+    result = changelake("connectors", "apply", *map(str, files), check=False)
+    assert result.returncode != 0, result.stdout
+    assert "nothing was registered" in result.stderr
+    return result.stderr
+
+
+def test_syntax_error_names_file_and_line(
+    settings: Settings, stack: Any, tmp_path: Path, unique: str
+) -> None:
+    bad = write(tmp_path, f"syntax-{unique}", '{"name": "x",\n  "config": {\n    "a": "b",\n}\n')
+    message = apply_fails(bad)
+    assert f"{bad}: line 4 column 1: not JSON" in message
+
+
+def test_missing_connector_class_is_named(
+    settings: Settings, stack: Any, tmp_path: Path, unique: str
+) -> None:
+    doc = shop_config(settings, f"noclass-{unique}")
+    del doc["config"]["connector.class"]
+    bad = write(tmp_path, "noclass", doc)
+    assert f"{bad}: config.connector.class: missing" in apply_fails(bad)
+    assert doc["name"] not in registered(settings)
+
+
+def test_unknown_class_and_a_good_file_register_nothing(
+    settings: Settings, stack: Any, tmp_path: Path, unique: str
+) -> None:
+    good = write(tmp_path, "good", shop_config(settings, f"good-{unique}"))
+    bad_doc = shop_config(settings, f"unknown-{unique}", **{"connector.class": "io.example.Nope"})
+    bad = write(tmp_path, "bad", bad_doc)
+    message = apply_fails(good, bad)
+    assert (
+        f"{bad}: config.connector.class: no installed connector is called 'io.example.Nope'"
+        in message
+    )
+    assert "io.debezium.connector.postgresql.PostgresConnector" in message
+    assert f"good-{unique}" not in registered(settings)
+
+
+def test_wrong_password_is_reported_by_validation(
+    settings: Settings, stack: Any, tmp_path: Path, unique: str
+) -> None:
+    # Connect runs as the service user, so the secret file must be where that user can read it.
+    secret = settings.home / "test-secrets" / f"{unique}.properties"
+    secret.parent.mkdir(exist_ok=True)
+    secret.write_text("password=not-the-password\n")
+    secret.chmod(0o644)
+    doc = shop_config(
+        settings, f"wrongpw-{unique}", **{"database.password": f"${{file:{secret}:password}}"}
+    )
+    bad = write(tmp_path, "wrongpw", doc)
+    try:
+        assert 'password authentication failed for user "debezium"' in apply_fails(bad)
+    finally:
+        secret.unlink()
+    assert doc["name"] not in registered(settings)
+
+
+def test_inline_password_is_refused_before_connect_sees_it(
+    settings: Settings, stack: Any, tmp_path: Path, unique: str
+) -> None:
+    doc = shop_config(settings, f"inline-{unique}", **{"database.password": "hunter2"})
+    bad = write(tmp_path, "inline", doc)
+    assert f"{bad}: config.database.password: secret written inline" in apply_fails(bad)
+
+
+def test_shop_connector_applies_idempotently(settings: Settings, stack: Any) -> None:
+    changelake("connectors", "apply")
+    again = changelake("connectors", "apply")
+    assert "shop-postgres        unchanged" in again.stdout
+    status = json.loads(changelake("connectors", "status", "--json").stdout)
+    assert status["shop-postgres"]["state"] == "RUNNING"
+    assert [t["state"] for t in status["shop-postgres"]["tasks"]] == ["RUNNING"]

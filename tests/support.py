@@ -1,0 +1,39 @@
+"""Helpers the tests share: run the real CLI, wait on a condition with a deadline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "pipelines.cli"]
+
+
+def changelake(
+    *args: str, check: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run the real command line, as a user would."""
+    result = subprocess.run(
+        [*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=os.environ
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"changelake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.2)
