@@ -7,7 +7,7 @@ import time
 
 import psycopg
 
-from pipelines import kafka_io
+from pipelines import connectors, kafka_io
 from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 
@@ -38,6 +38,16 @@ def wait_caught_up(settings: Settings, slot: str, timeout_s: float = 120.0) -> N
             time.sleep(0.5)
 
 
+def _slots(settings: Settings) -> list[str]:
+    """The replication slots the connector files name (connectors/*.json is their one home)."""
+    slots = []
+    for path in connectors.default_files(settings):
+        loaded, _ = connectors.load(path)
+        if loaded is not None and "slot.name" in loaded.config:
+            slots.append(loaded.config["slot.name"])
+    return slots
+
+
 def describe(record: kafka_io.Record, width: int = 150) -> str:
     payload = record.payload
     if payload is None:
@@ -57,7 +67,8 @@ def describe(record: kafka_io.Record, width: int = 150) -> str:
 
 def show(settings: Settings, *, prefix: str, sample: int, wait: bool) -> None:
     if wait:
-        wait_caught_up(settings, "changelake_shop")
+        for slot in _slots(settings):
+            wait_caught_up(settings, slot)
     topics = kafka_io.list_topics(settings.kafka_bootstrap, prefix)
     if not topics:
         raise ChangelakeError(
