@@ -28,6 +28,9 @@ def changelake(
     return result
 
 
+POLL_INTERVAL_S = 0.2  # how often a waiting test re-checks its condition
+
+
 def wait_for(check: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -36,4 +39,4 @@ def wait_for(check: Callable[[], Any], timeout_s: float = 60.0, what: str = "con
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.2)
+        time.sleep(POLL_INTERVAL_S)
