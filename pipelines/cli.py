@@ -40,11 +40,11 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _print_stack_status(report: dict[str, Any]) -> None:
-    from pipelines.stack.manager import redact
+    from pipelines.stack.manager import describe_endpoint
 
     print(f"state directory: {report['home']}")
     for name, svc in report["services"].items():
-        where = svc.get("url") or svc.get("bootstrap") or redact(svc.get("dsn", ""))
+        where = describe_endpoint(svc)
         pid = svc["pid"] or "-"
         print(f"  {name:<11} {svc['state']:<22} pid {pid!s:<8} {where}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -98,8 +99,6 @@ def read(
 def _drain(
     consumer: Consumer, marks: dict[int, tuple[int, int]], pending: set[int], timeout_s: float
 ) -> Iterator[Record]:
-    import time
-
     deadline = time.monotonic() + timeout_s
     while pending:
         if time.monotonic() > deadline:

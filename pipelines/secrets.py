@@ -11,7 +11,6 @@ import os
 import secrets
 from pathlib import Path
 
-from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 
 ENV_NAMES = {
@@ -34,17 +33,4 @@ def ensure_secret(settings: Settings, name: str) -> str:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_urlsafe(24))
-    return path.read_text().strip()
-
-
-def read_secret(settings: Settings, name: str) -> str:
-    """Return the secret, or explain how to get one (the stack creates it on first `up`)."""
-    if value := os.environ.get(ENV_NAMES[name]):
-        return value
-    path = _path(settings, name)
-    if not path.exists():
-        raise ConfigError(
-            f"no {name} in ${ENV_NAMES[name]} or {path}",
-            "run `changelake stack up` once (it creates it), or set the environment variable",
-        )
     return path.read_text().strip()

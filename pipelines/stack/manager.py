@@ -55,16 +55,15 @@ def _await_healthy(svc: Service, progress: Progress) -> None:
         state = "exited" if svc.pid() is None else f"not healthy after {svc.start_timeout_s:.0f}s"
         raise svc.failure(f"{state} while starting")
     svc.after_start()
-    progress(f"  {svc.name:<11} healthy in {time.monotonic() - began:.1f}s → {_describe(svc)}")
+    where = describe_endpoint(svc.endpoint())
+    progress(f"  {svc.name:<11} healthy in {time.monotonic() - began:.1f}s → {where}")
 
 
-def _describe(svc: Service) -> str:
-    endpoint = svc.endpoint()
-    return str(endpoint.get("url") or endpoint.get("bootstrap") or _redact(endpoint["dsn"]))
-
-
-def _redact(dsn: str) -> str:
-    head, _, tail = dsn.partition("@")
+def describe_endpoint(endpoint: dict[str, Any]) -> str:
+    """The one address a person needs, with any password masked."""
+    if url := endpoint.get("url") or endpoint.get("bootstrap"):
+        return str(url)
+    head, _, tail = str(endpoint.get("dsn", "")).partition("@")
     return head.rsplit(":", 1)[0] + ":***@" + tail
 
 
@@ -117,7 +116,3 @@ def status(settings: Settings) -> dict[str, Any]:
             **svc.endpoint(),
         }
     return report
-
-
-def redact(dsn: str) -> str:
-    return _redact(dsn)

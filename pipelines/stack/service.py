@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 from abc import ABC, abstractmethod
@@ -188,7 +187,3 @@ class JavaService(Service):
             "logger.reflections.level = ERROR\n"
         )
         return path
-
-
-def which(tool: str) -> str | None:
-    return shutil.which(tool)
