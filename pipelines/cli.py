@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -87,6 +88,26 @@ def _topics(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _names(text: str | None) -> list[str]:
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import run, tables
+
+    if args.master:
+        settings = dataclasses.replace(settings, spark_master=args.master)
+    refs = tables.captured(settings, _names(args.tables) or None)
+    options = run.RunOptions(
+        once=args.once,
+        resnapshot=tuple(_names(args.resnapshot)),
+        trigger_seconds=args.trigger_seconds,
+        max_records_per_batch=args.max_records,
+    )
+    tables.captured(settings, list(options.resnapshot) or None)  # names must exist
+    return run.run(settings, refs, options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="changelake",
@@ -129,6 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=3, help="events to show per topic")
     p.add_argument("--wait", action="store_true", help="first wait until Connect has caught up")
     p.set_defaults(handler=_topics)
+
+    p = sub.add_parser("run", help="snapshot the tables, then apply their changelog to Delta")
+    p.add_argument("--once", action="store_true", help="process what is available, then exit")
+    p.add_argument("--tables", help="only these tables, comma-separated (default: all captured)")
+    p.add_argument(
+        "--master", help="Spark master URL (default local[2], or CHANGELAKE_SPARK_MASTER)"
+    )
+    p.add_argument("--resnapshot", help="drop these derived tables and snapshot them again")
+    p.add_argument("--trigger-seconds", type=float, default=2.0, help="micro-batch interval")
+    p.add_argument(
+        "--max-records", type=int, default=50_000, help="most records per table per batch"
+    )
+    p.set_defaults(handler=_run)
     return parser
 
 

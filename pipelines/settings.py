@@ -97,6 +97,12 @@ class Settings:
     kafka_heap: str = "384m"
     connect_heap: str = "512m"
     opensearch_heap: str = "512m"
+    # The pipeline: a Spark master URL (local by default, a cluster's URL runs the same job), and
+    # where the derived tables and streaming checkpoints live (any Spark-supported path or URI).
+    spark_master: str = "local[2]"
+    spark_driver_memory: str = "2g"
+    lake: str = ""
+    checkpoints: str = ""
 
     @cached_property
     def versions(self) -> Versions:
@@ -166,4 +172,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         opensearch_transport_port=_port(env, "CHANGELAKE_OPENSEARCH_TRANSPORT_PORT", 9300),
         service_user=env.get("CHANGELAKE_SERVICE_USER", "changelake"),
         java_home=Path(env.get("JAVA_HOME") or "/usr/lib/jvm/java-17-openjdk-amd64"),
+        spark_master=env.get("CHANGELAKE_SPARK_MASTER") or "local[2]",
+        spark_driver_memory=env.get("CHANGELAKE_SPARK_DRIVER_MEMORY") or "2g",
+        lake=env.get("CHANGELAKE_LAKE") or str(home / "lake"),
+        checkpoints=env.get("CHANGELAKE_CHECKPOINTS") or str(home / "checkpoints"),
     )

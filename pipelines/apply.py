@@ -1,0 +1,137 @@
+"""Apply one micro-batch of a table's topic to its Delta table (and dead letters to `_errors`).
+
+Called by Structured Streaming's foreachBatch; everything here runs once per batch:
+decode → reconcile the schema → newest change per key → ONE MERGE, idempotent by
+(application id, batch id) and guarded by LSN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines.changelog.batch import Decoded, decode_batch
+from pipelines.changelog.decode import LSN, OFFSET, OP, SOURCE_TS, TOASTED, envelopes
+from pipelines.changelog.evolution import reconcile
+from pipelines.changelog.plan import after_truncate, latest_per_key
+from pipelines.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, ErrorsSink
+from pipelines.tables import TableRef
+
+
+@dataclass
+class BatchStats:
+    records: int = 0
+    changes: int = 0
+    errors: int = 0
+    truncate_lsn: int | None = None
+    toasted: int = 0
+    max_lsn: int = 0
+    max_source_ts: str | None = None
+    offsets: dict[str, int] = field(default_factory=dict)
+
+
+def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
+    """Everything the MERGE and the commit metadata need, in two small aggregations."""
+    stats = BatchStats()
+    for row in env.groupBy("partition").agg(F.max("offset"), F.count("*")).collect():
+        stats.offsets[str(row[0])] = int(row[1]) + 1
+        stats.records += int(row[2])
+    if decoded.changes is not None:
+        agg = decoded.changes.agg(
+            F.count(F.when(F.col(OP) != "t", True)),
+            F.max(F.when(F.col(OP) == "t", F.col(LSN))),
+            F.count(F.when(F.size(TOASTED) > 0, True)),
+            F.max(LSN),
+            F.max(SOURCE_TS),
+        ).first()
+        assert agg is not None
+        stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
+        stats.max_lsn = int(agg[3] or 0)
+        stats.max_source_ts = agg[4].isoformat() if agg[4] is not None else None
+    return stats
+
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+class TableApplier:
+    """Keeps one Delta table in step with its topic, one batch at a time."""
+
+    def __init__(
+        self, spark: SparkSession, table: TableRef, lake: str, app_id: str, progress: Progress
+    ):
+        self.table, self.app_id, self.progress = table, app_id, progress
+        self.sink = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
+        self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
+
+    def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        env = envelopes(raw).persist()
+        try:
+            self.apply(env, batch_id)
+        finally:
+            env.unpersist()
+
+    def apply(self, env: DataFrame, batch_id: int) -> None:
+        decoded = decode_batch(env, self.table.name, self.table.placeholder)
+        stats = batch_stats(env, decoded)
+        previous = self.sink.last_commit()
+        key = decoded.key or (previous.key if previous else ())
+        if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
+            self._prepare(decoded, previous, key)
+            meta = self._meta(stats, previous, key)
+            rows = latest_per_key(
+                after_truncate(decoded.changes, stats.truncate_lsn),
+                key,
+                decoded.toastable if stats.toasted else (),
+            ).drop("_kafka_partition", OFFSET)
+            self.sink.merge(
+                rows, key, stats.truncate_lsn, stats.toasted > 0, meta, self.app_id, batch_id
+            )
+        stats.errors = self._dead_letters(decoded, batch_id)
+        self.progress(self.table.name, {"batch": batch_id, **stats.__dict__})
+
+    def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
+        """Create the table on its first change, or bring its columns up to the events'."""
+        if not self.sink.exists():
+            empty = decoded.changes.limit(0) if decoded.changes is not None else None
+            assert empty is not None
+            columns = [F.col(f.name) for f in decoded.columns.fields]
+            meta = CommitMeta("create", self.table.topic, {}, 0, None, key)
+            self.sink.create(empty.select(*columns, *META_COLUMNS), meta)
+            return
+        evolution = reconcile(
+            self.table.name,
+            self.sink.data_schema(),
+            decoded.columns,
+            previous.key if previous else (),
+            key,
+        )
+        if not evolution.empty:
+            self.sink.evolve(evolution)
+
+    def _meta(
+        self, stats: BatchStats, previous: CommitMeta | None, key: tuple[str, ...]
+    ) -> CommitMeta:
+        offsets = {**(previous.offsets if previous else {}), **stats.offsets}
+        max_lsn = max(stats.max_lsn, previous.max_lsn if previous else 0)
+        newest_ts = max(
+            filter(None, [stats.max_source_ts, previous.max_source_ts if previous else None]),
+            default=None,
+        )
+        return CommitMeta(
+            "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes
+        )
+
+    def _dead_letters(self, decoded: Decoded, batch_id: int) -> int:
+        errors = decoded.errors.persist()
+        try:
+            count = errors.count()
+            if count:
+                self.errors.write(errors, f"{self.app_id}/errors", batch_id)
+            return count
+        finally:
+            errors.unpersist()

@@ -1,0 +1,74 @@
+"""A whole batch of one table's records → change rows in one schema, plus dead letters.
+
+The batch's schema versions are decoded one by one and brought to a single set of columns: the
+widest type of each column across the versions, and every column any version has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines.changelog.decode import Version, decode, malformed, versions
+from pipelines.changelog.evolution import widens
+from pipelines.changelog.schema import SchemaError
+
+
+@dataclass(frozen=True)
+class Decoded:
+    changes: DataFrame | None  # None when the batch holds no decodable change
+    errors: DataFrame
+    columns: T.StructType  # the table's columns as this batch's events describe them
+    key: tuple[str, ...]
+    toastable: tuple[str, ...]
+
+
+def _widest(table: str, rows: Sequence[Version]) -> T.StructType:
+    fields: dict[str, T.DataType] = {}
+    for version in rows:
+        for f in version.row.spark_struct().fields:
+            old = fields.get(f.name)
+            if old is None or widens(old, f.dataType):
+                fields[f.name] = f.dataType
+            elif not widens(f.dataType, old):
+                raise SchemaError(
+                    f"table {table}, column {f.name}: events in one batch disagree on its type "
+                    f"({old.simpleString()} and {f.dataType.simpleString()})"
+                )
+    return T.StructType([T.StructField(n, t) for n, t in fields.items()])
+
+
+def _key(table: str, rows: Sequence[Version]) -> tuple[str, ...]:
+    keys = {v.row.key for v in rows}
+    if len(keys) > 1:
+        raise SchemaError(f"table {table}: events in one batch disagree on the primary key {keys}")
+    return keys.pop() if keys else ()
+
+
+def decode_batch(env: DataFrame, table: str, placeholder: str) -> Decoded:
+    found = versions(env)
+    rows = [v for v in found if not v.row.truncate]
+    columns = _widest(table, rows or found)
+    key = _key(table, rows)
+    toastable = tuple(sorted({c for v in found for c, t in v.row.types.items() if t.toastable}))
+    parts, errors = [], [malformed(env)]
+    for version in found:
+        changes, bad = decode(env, version, placeholder)
+        errors.append(bad)
+        parts.append(
+            changes.select(
+                *[
+                    F.col(c).cast(columns[c].dataType).alias(c) if c in columns.names else F.col(c)
+                    for c in changes.columns
+                ]
+            )
+        )
+    union = (
+        reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts) if parts else None
+    )
+    return Decoded(union, reduce(DataFrame.union, errors), columns, key, toastable)

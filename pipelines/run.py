@@ -1,0 +1,290 @@
+"""`changelake run`: snapshot each table from its topic, then stream its changelog into Delta.
+
+One streaming query per table, each with its own checkpoint: a table whose schema changed
+incompatibly stops alone, and a table whose topic appears later (a table added to the connector)
+is snapshotted and started while the others run. SIGINT/SIGTERM stop every query; a batch in
+flight is abandoned, which is safe because each batch commits idempotently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from pipelines import kafka_io, lakefs
+from pipelines.apply import TableApplier
+from pipelines.exceptions import ChangelakeError
+from pipelines.settings import Settings
+from pipelines.sinks.delta import DeltaSink
+from pipelines.snapshot import snapshot
+from pipelines.tables import TableRef
+
+Out = Callable[[str], None]
+RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    once: bool = False
+    resnapshot: tuple[str, ...] = ()
+    trigger_seconds: float = 2.0
+    max_records_per_batch: int = 50_000
+
+
+@dataclass
+class TableJob:
+    ref: TableRef
+    state: str = "pending"  # pending, snapshotting, waiting, running, done, stopped
+    error: str | None = None
+    query: StreamingQuery | None = None
+    failures: int = 0
+    retry_at: float = 0.0
+    batches: int = 0
+    changes: int = 0
+    errors: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def lsn_text(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+class Pipeline:
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        refs: list[TableRef],
+        options: RunOptions,
+        out: Out = print,
+    ):
+        self.spark, self.settings, self.options, self.out = spark, settings, options, out
+        self.jobs = {r.name: TableJob(r) for r in refs}
+        self.stopping = False
+
+    # --- one table ---------------------------------------------------------------------------
+    def _checkpoint(self, ref: TableRef) -> str:
+        return ref.path(self.settings.checkpoints)
+
+    def _prepare(self, job: TableJob) -> bool:
+        """Make sure the table exists (snapshot it if not); False while its topic is empty."""
+        ref, lake = job.ref, self.settings.lake
+        sink = DeltaSink(self.spark, ref.path(lake), ref.name, ref.soft_delete)
+        if ref.name in self.options.resnapshot:
+            self.out(f"{ref.name}: dropping the derived table and its checkpoint to re-snapshot")
+            lakefs.delete(self.spark, ref.path(lake))
+            lakefs.delete(self.spark, self._checkpoint(ref))
+            self.options = RunOptions(
+                **{
+                    **self.options.__dict__,
+                    "resnapshot": tuple(n for n in self.options.resnapshot if n != ref.name),
+                }
+            )
+        if sink.exists():
+            return True
+        # A checkpoint without its table would resume mid-stream: start both afresh.
+        lakefs.delete(self.spark, self._checkpoint(ref))
+        self._set(job, "snapshotting")
+        started = time.monotonic()
+        result = snapshot(self.spark, self.settings.kafka_bootstrap, ref, lake, self._app_id(ref))
+        if result is None:
+            self._set(job, "waiting")
+            return False
+        took = time.monotonic() - started
+        self.out(
+            f"{ref.name}: snapshot {result.rows:,} rows from {result.records:,} records in "
+            f"{took:.1f}s ({result.rows / max(took, 1e-9):,.0f} rows/s), up to LSN "
+            f"{lsn_text(result.meta.max_lsn)}"
+            + (f"; {result.errors} bad records → _errors" if result.errors else "")
+        )
+        if result.unresolved_toast:
+            self.out(
+                f"{ref.name}: warning: {result.unresolved_toast} rows had only Debezium's "
+                "unchanged-TOAST placeholder in the topic; those values are NULL. Set REPLICA "
+                f"IDENTITY FULL on {ref.schema}.{ref.name} so updates carry them."
+            )
+        return True
+
+    def _app_id(self, ref: TableRef) -> str:
+        ident = lakefs.stable_id(self.spark, f"{self._checkpoint(ref)}/changelake-app-id")
+        return f"changelake/{ref.schema}.{ref.name}/{ident}"
+
+    def _starting_offsets(self, ref: TableRef) -> str:
+        meta = DeltaSink(self.spark, ref.path(self.settings.lake), ref.name).last_commit()
+        if meta is None or not meta.offsets:
+            return "earliest"
+        return json.dumps({ref.topic: {p: int(o) for p, o in meta.offsets.items()}})
+
+    def _start(self, job: TableJob) -> None:
+        ref = job.ref
+        applier = TableApplier(
+            self.spark, ref, self.settings.lake, self._app_id(ref), self._on_batch
+        )
+
+        def apply(batch: Any, batch_id: int) -> None:
+            try:
+                applier(batch, batch_id)
+            except ChangelakeError as exc:
+                job.error = str(exc)
+                raise
+
+        stream = (
+            self.spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap)
+            .option("subscribe", ref.topic)
+            .option("startingOffsets", self._starting_offsets(ref))
+            .option("failOnDataLoss", "false")  # compaction leaves gaps in the offsets
+            .option("maxOffsetsPerTrigger", str(self.options.max_records_per_batch))
+            .load()
+        )
+        writer = (
+            stream.writeStream.foreachBatch(apply)
+            .queryName(f"changelake-{ref.schema}-{ref.name}")
+            .option("checkpointLocation", self._checkpoint(ref))
+        )
+        if self.options.once:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.options.trigger_seconds} seconds")
+        job.query = writer.start()
+        job.error = None
+        self._set(job, "running")
+
+    def _on_batch(self, table: str, stats: dict[str, Any]) -> None:
+        job = self.jobs[table]
+        job.batches += 1
+        job.changes += int(stats.get("changes", 0))
+        job.errors += int(stats.get("errors", 0))
+        job.stats = stats
+        if stats.get("records"):
+            extra = f", {stats['errors']} → _errors" if stats.get("errors") else ""
+            self.out(
+                f"{table}: batch {stats['batch']}: {stats['changes']:,} changes from "
+                f"{stats['records']:,} records{extra}, LSN {lsn_text(int(stats['max_lsn']))}"
+            )
+
+    # --- all tables --------------------------------------------------------------------------
+    def _set(self, job: TableJob, state: str) -> None:
+        job.state = state
+        self._write_state()
+
+    def _write_state(self) -> None:
+        doc = {
+            "pid": os.getpid(),
+            "started": self.started_at,
+            "tables": {n: {"state": j.state, "error": j.error} for n, j in self.jobs.items()},
+        }
+        path = self.settings.run_dir / "pipeline.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=2))
+        tmp.replace(path)
+
+    def _tick(self, job: TableJob) -> None:
+        """Advance one table: snapshot or start it when due, notice when its query ends."""
+        if job.state in ("pending", "waiting") or (
+            job.state == "failed" and time.monotonic() >= job.retry_at
+        ):
+            if self._prepare(job):
+                self._start(job)
+            return
+        if job.state != "running" or job.query is None or job.query.isActive:
+            return
+        failure = job.query.exception()
+        if failure is None:
+            self._set(job, "done")
+        elif job.error is not None:  # the table's own problem (schema): it stays stopped
+            self.out(f"{job.ref.name}: STOPPED: {job.error}")
+            self._set(job, "stopped")
+        else:
+            self._retry(job, str(failure))
+
+    def _retry(self, job: TableJob, failure: str) -> None:
+        delay = RESTART_DELAYS_S[min(job.failures, len(RESTART_DELAYS_S) - 1)]
+        job.failures += 1
+        job.error = failure.splitlines()[0][:500]
+        job.retry_at = time.monotonic() + delay
+        self.out(f"{job.ref.name}: batch failed ({job.error}); retrying in {delay:.0f}s")
+        self._set(job, "failed")
+        job.error = None
+
+    def _finished(self) -> bool:
+        if self.stopping:
+            return True
+        if not self.options.once:
+            return False
+        return all(j.state in ("done", "stopped", "waiting") for j in self.jobs.values())
+
+    def run(self) -> int:
+        self.started_at = datetime.now(UTC).isoformat()
+        self._write_state()
+        while not self._finished():
+            for job in self.jobs.values():
+                if self.stopping:
+                    break
+                self._tick(job)
+            if self.options.once:
+                self._await_once()
+            time.sleep(0.2)
+        self._stop_all()
+        return self._report()
+
+    def _await_once(self) -> None:
+        for job in self.jobs.values():
+            if job.state == "running" and job.query is not None and job.query.isActive:
+                job.query.awaitTermination(1)
+
+    def _stop_all(self) -> None:
+        for job in self.jobs.values():
+            if job.query is not None and job.query.isActive:
+                job.query.stop()
+                if job.state == "running":
+                    self._set(job, "stopped by request")
+
+    def _report(self) -> int:
+        for name, job in self.jobs.items():
+            note = f" ({job.error})" if job.error and job.state == "stopped" else ""
+            if job.state == "waiting":
+                note = f" (no events on {job.ref.topic} yet)"
+            self.out(
+                f"{name}: {job.state}{note}: {job.batches} batches, {job.changes:,} changes, "
+                f"{job.errors} errors"
+            )
+        return 1 if any(j.state == "stopped" for j in self.jobs.values()) else 0
+
+
+def install_signal_handlers(pipeline: Pipeline) -> None:
+    def request_stop(signum: int, _frame: Any) -> None:
+        if not pipeline.stopping:
+            pipeline.out(
+                f"{signal.Signals(signum).name}: stopping after abandoning any batch in flight"
+            )
+        pipeline.stopping = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+
+def run(settings: Settings, refs: list[TableRef], options: RunOptions, out: Out = print) -> int:
+    from pipelines.spark import session
+
+    kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
+    spark = session(settings)
+    lakefs.ensure_writable(spark, settings.lake, "lake")
+    lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
+    pipeline = Pipeline(spark, settings, refs, options, out)
+    install_signal_handlers(pipeline)
+    out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
+    try:
+        return pipeline.run()
+    finally:
+        spark.stop()

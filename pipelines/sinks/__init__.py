@@ -1,0 +1,1 @@
+"""Derived systems, each written one micro-batch at a time, idempotently."""

@@ -1,0 +1,199 @@
+"""One derived Delta table: created by one snapshot append, then changed by one MERGE per batch.
+
+Every commit records, in its userMetadata, the Kafka offsets it covers (the next offset to read
+per partition), the highest LSN and source commit time applied, and the key. A MERGE is made
+idempotent by Delta's transaction identifiers (application id + batch version); the LSN guard
+makes any replayed change a no-op as well.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from pipelines.changelog.decode import LSN, OP, SOURCE_TS, TOASTED
+from pipelines.changelog.evolution import Evolution
+
+DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
+META_COLUMNS = (LSN, OP, SOURCE_TS)
+SOFT_COLUMNS = (DELETED, DELETED_AT)
+_TXN_APP, _TXN_VERSION = (
+    "spark.databricks.delta.write.txnAppId",
+    "spark.databricks.delta.write.txnVersion",
+)
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+@dataclass(frozen=True)
+class CommitMeta:
+    """What a commit covers; stored as JSON in the commit's userMetadata."""
+
+    kind: str  # snapshot | apply
+    topic: str
+    offsets: dict[str, int]  # partition → next offset to read
+    max_lsn: int
+    max_source_ts: str | None
+    key: tuple[str, ...]
+    changes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"changelake": 1, **asdict(self)}, sort_keys=True)
+
+    @staticmethod
+    def parse(text: str | None) -> CommitMeta | None:
+        try:
+            doc = json.loads(text or "")
+        except ValueError:
+            return None
+        if not isinstance(doc, dict) or doc.pop("changelake", None) != 1:
+            return None
+        doc["key"] = tuple(doc.get("key") or ())
+        return CommitMeta(**doc)
+
+
+def q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class DeltaSink:
+    def __init__(self, spark: SparkSession, path: str, name: str, soft_delete: bool = False):
+        self.spark, self.path, self.name, self.soft_delete = spark, path, name, soft_delete
+
+    def exists(self) -> bool:
+        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+
+    def last_commit(self) -> CommitMeta | None:
+        """The newest commit that says what it covers (schema changes record nothing)."""
+        if not self.exists():
+            return None
+        history = DeltaTable.forPath(self.spark, self.path).history(50)
+        for row in history.select("userMetadata").collect():
+            meta = CommitMeta.parse(row[0])
+            if meta is not None:
+                return meta
+        return None
+
+    def data_schema(self) -> T.StructType:
+        skip = {*META_COLUMNS, *SOFT_COLUMNS}
+        schema = self.spark.read.format("delta").load(self.path).schema
+        return T.StructType([f for f in schema.fields if f.name not in skip])
+
+    def create(self, rows: DataFrame, meta: CommitMeta) -> None:
+        """The snapshot: one append that creates the table and records the offsets it covers."""
+        if self.soft_delete:
+            from pyspark.sql import functions as F
+
+            rows = rows.withColumn(DELETED, F.lit(False)).withColumn(
+                DELETED_AT, F.lit(None).cast("timestamp")
+            )
+        (
+            rows.write.format("delta")
+            .mode("append")
+            .option("userMetadata", meta.to_json())
+            .option("delta.enableDeletionVectors", "true")
+            .save(self.path)
+        )
+
+    def evolve(self, evolution: Evolution) -> None:
+        table = f"delta.{q(self.path)}"
+        if evolution.add:
+            cols = ", ".join(f"{q(f.name)} {f.dataType.simpleString()}" for f in evolution.add)
+            self.spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({cols})")
+        for f in evolution.widen:
+            self.spark.sql(
+                f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"
+            )
+            self.spark.sql(
+                f"ALTER TABLE {table} ALTER COLUMN {q(f.name)} TYPE {f.dataType.simpleString()}"
+            )
+
+    def merge(
+        self,
+        rows: DataFrame,
+        key: Sequence[str],
+        truncate_lsn: int | None,
+        toast: bool,
+        meta: CommitMeta,
+        app_id: str,
+        version: int,
+    ) -> None:
+        """ONE MERGE of the batch's newest change per key, LSN-guarded, as one idempotent commit."""
+        spark = rows.sparkSession
+        data = [c for c in rows.columns if c not in key and c not in META_COLUMNS and c != TOASTED]
+        spark.conf.set(_TXN_APP, app_id)
+        spark.conf.set(_TXN_VERSION, str(version))
+        spark.conf.set(_USER_METADATA, meta.to_json())
+        try:
+            self._merge_builder(rows, key, data, truncate_lsn, toast).execute()
+        finally:
+            for conf in (_TXN_APP, _TXN_VERSION, _USER_METADATA):
+                spark.conf.unset(conf)
+
+    def _merge_builder(
+        self,
+        rows: DataFrame,
+        key: Sequence[str],
+        data: Sequence[str],
+        truncate_lsn: int | None,
+        toast: bool,
+    ) -> Any:
+        target = DeltaTable.forPath(rows.sparkSession, self.path)
+        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in key)
+        newer = f"s.{q(LSN)} > t.{q(LSN)}"
+        is_delete = f"s.{q(OP)} = 'd'"
+        meta: dict[str, str | Column] = {c: f"s.{q(c)}" for c in META_COLUMNS}
+        values: dict[str, str | Column] = {**{c: f"s.{q(c)}" for c in (*key, *data)}, **meta}
+        update: dict[str, str | Column] = {c: self._kept_if_toasted(c, toast) for c in data}
+        update |= meta
+        if self.soft_delete:
+            values |= {DELETED: "false", DELETED_AT: "null"}
+            update |= {DELETED: "false", DELETED_AT: "null"}
+        builder = target.alias("t").merge(rows.alias("s"), on)
+        if self.soft_delete:
+            soft: dict[str, str | Column] = {**meta, DELETED: "true"}
+            soft[DELETED_AT] = f"s.{q(SOURCE_TS)}"
+            builder = builder.whenMatchedUpdate(f"{is_delete} AND {newer}", soft)
+        else:
+            builder = builder.whenMatchedDelete(f"{is_delete} AND {newer}")
+        builder = builder.whenMatchedUpdate(newer, update)
+        builder = builder.whenNotMatchedInsert(f"NOT {is_delete}", values)
+        if truncate_lsn is not None:
+            wiped = f"t.{q(LSN)} < {int(truncate_lsn)}"
+            if self.soft_delete:
+                builder = builder.whenNotMatchedBySourceUpdate(
+                    wiped, {DELETED: "true", DELETED_AT: "current_timestamp()"}
+                )
+            else:
+                builder = builder.whenNotMatchedBySourceDelete(wiped)
+        return builder
+
+    @staticmethod
+    def _kept_if_toasted(col: str, toast: bool) -> str:
+        if not toast:
+            return f"s.{q(col)}"
+        return (
+            f"CASE WHEN array_contains(s.{q(TOASTED)}, '{col}') THEN t.{q(col)} ELSE s.{q(col)} END"
+        )
+
+
+class ErrorsSink:
+    """The `_errors` table: dead letters appended idempotently beside each batch."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, errors: DataFrame, app_id: str, version: int) -> None:
+        (
+            errors.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", version)
+            .save(self.path)
+        )

@@ -1,0 +1,102 @@
+"""Bootstrap a Delta table from its compacted topic: newest record per key, one append.
+
+The topic's end offsets are taken first; everything up to them is read in one batch, records a
+later truncate wiped out are dropped, the newest change per key kept and deleted keys dropped. The
+table is created by a single append whose commit records those end offsets, so the changelog
+stream starts at exactly the next record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines import kafka_io
+from pipelines.apply import batch_stats
+from pipelines.changelog.batch import decode_batch
+from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, envelopes
+from pipelines.changelog.plan import after_truncate, latest_per_key
+from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
+from pipelines.tables import TableRef
+
+
+@dataclass(frozen=True)
+class SnapshotResult:
+    rows: int
+    records: int
+    errors: int
+    unresolved_toast: int  # rows whose newest record only had the TOAST placeholder
+    meta: CommitMeta
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[str, int] | None:
+    """High watermarks per partition, or None while the topic has no record yet."""
+    if topic not in kafka_io.list_topics(bootstrap, topic):
+        return None
+    marks = kafka_io.watermarks(bootstrap, topic)
+    if not marks or all(high == 0 for _, high in marks.values()):
+        return None
+    return {str(p): high for p, (_, high) in marks.items()}
+
+
+def snapshot(
+    spark: SparkSession, bootstrap: str, table: TableRef, lake: str, app_id: str
+) -> SnapshotResult | None:
+    """Create the table from its topic; None if the topic has nothing to snapshot yet."""
+    ends = end_offsets(bootstrap, table.topic)
+    if ends is None:
+        return None
+    raw = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", table.topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", json.dumps({table.topic: {p: o for p, o in ends.items()}}))
+        .option("failOnDataLoss", "false")  # compaction leaves gaps in the offsets
+        .load()
+    )
+    env = envelopes(raw).persist()
+    try:
+        return _write(env, table, lake, app_id, ends)
+    finally:
+        env.unpersist()
+
+
+def _write(
+    env: DataFrame, table: TableRef, lake: str, app_id: str, ends: dict[str, int]
+) -> SnapshotResult | None:
+    decoded = decode_batch(env, table.name, table.placeholder)
+    if decoded.changes is None or not decoded.key:
+        return None
+    stats = batch_stats(env, decoded)
+    rows = latest_per_key(
+        after_truncate(decoded.changes, stats.truncate_lsn),
+        decoded.key,
+        decoded.toastable if stats.toasted else (),
+    ).where(F.col(OP) != "d")
+    rows = rows.persist()
+    try:
+        unresolved = rows.where(F.size(TOASTED) > 0).count() if stats.toasted else 0
+        meta = CommitMeta(
+            "snapshot",
+            table.topic,
+            ends,
+            stats.max_lsn,
+            stats.max_source_ts,
+            decoded.key,
+            stats.changes,
+        )
+        sink = DeltaSink(env.sparkSession, table.path(lake), table.name, table.soft_delete)
+        sink.create(rows.drop(TOASTED, PARTITION, OFFSET), meta)
+        count = rows.count()
+    finally:
+        rows.unpersist()
+    errors = decoded.errors.persist()
+    bad = errors.count()
+    if bad:
+        ErrorsSink(f"{lake.rstrip('/')}/_errors").write(errors, f"{app_id}/snapshot-errors", 0)
+    errors.unpersist()
+    return SnapshotResult(count, stats.records, bad, unresolved, meta)

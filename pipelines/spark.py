@@ -1,0 +1,80 @@
+"""One Spark session for the pipeline, sized for a small machine and fed local jars.
+
+The Delta and Kafka jars come from vendor/spark (fetched by `mvn`, see pom.xml); nothing is
+downloaded when Spark starts. Jars the pyspark wheel already ships are left out, so the classpath
+holds one copy of each library (the wheel's), not two versions fighting.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelines.exceptions import ConfigError
+from pipelines.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
+
+
+def artifact_name(jar: str) -> str:
+    """`jackson-core-2.13.5.jar` → `jackson-core`, `zstd-jni-1.5.7-3.jar` → `zstd-jni`: the name
+    ends before the first dash followed by a digit."""
+    match = _VERSIONED_JAR.match(jar)
+    return match.group("artifact") if match else jar.removesuffix(".jar")
+
+
+def extra_jars(vendor_spark: Path, bundled: Path) -> list[Path]:
+    """The vendor jars pyspark does not already bundle (by artifact name, any version)."""
+    if not vendor_spark.is_dir():
+        raise ConfigError(
+            f"the Spark extras (Delta, Kafka source) are missing from {vendor_spark}",
+            "run `make setup` (it fetches them with mvn from pom.xml)",
+        )
+    have = {artifact_name(j.name) for j in bundled.glob("*.jar")}
+    return sorted(j for j in vendor_spark.glob("*.jar") if artifact_name(j.name) not in have)
+
+
+def _bundled_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def session(settings: Settings, app: str = "changelake", ui: bool = False) -> SparkSession:
+    """The pipeline's Spark session (get-or-create: one per process)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("JAVA_HOME", str(settings.java_home))
+    jars = extra_jars(settings.vendor / "spark", _bundled_jars())
+    builder = (
+        SparkSession.builder.appName(app)
+        .master(settings.spark_master)
+        .config("spark.jars", ",".join(str(j) for j in jars))
+        .config("spark.driver.memory", settings.spark_driver_memory)
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+        # Two cores: a handful of shuffle partitions, not 200 mostly empty tasks per MERGE.
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "true" if ui else "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+        # Every table we create gets deletion vectors: a MERGE that deletes or updates a few rows
+        # marks them instead of rewriting whole files.
+        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
+        .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "false")
+        .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

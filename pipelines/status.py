@@ -1,0 +1,273 @@
+"""`changelake status`: how far each derived table has got, and how far behind it still is.
+
+Per table: the LSN and source commit time its last commit applied (from the commit's own
+metadata, so it is exactly what the table holds), the Kafka records not applied yet, dead letters
+and the pipeline's state. Per replication slot: the WAL Postgres keeps for Debezium.
+
+A service that does not answer becomes an entry in `problems` and `None` in the fields it feeds:
+status is what people run when something is wrong, so it must not fail with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from confluent_kafka import KafkaException
+
+from pipelines import kafka_io, tables
+from pipelines.exceptions import ChangelakeError
+from pipelines.query import errors_path, grid
+from pipelines.settings import Settings
+from pipelines.sinks.delta import DELETED, CommitMeta, DeltaSink
+from pipelines.stack.postgres import Postgres
+from pipelines.tables import TableRef
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NOT_RUNNING = "not running"
+_SLOT_SQL = (
+    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), active"
+    " FROM pg_replication_slots WHERE slot_name = %s"
+)
+# Kafka topic → {partition: (low, high) watermarks}; a topic missing here does not exist yet.
+Marks = dict[str, dict[int, tuple[int, int]]]
+
+
+def pg_lsn(lsn: int) -> str:
+    """An LSN as Postgres prints it (`16/B374D848`)."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
+    """The whole report as plain JSON-ready data (see print_report for the human view)."""
+    problems: list[str] = []
+    refs = tables.captured(settings)
+    pipeline, states = pipeline_state(settings)
+    # A running pipeline may have been started for some tables only (`--only`).
+    absent = {"state": "not in this run" if pipeline["running"] else NOT_RUNNING, "error": None}
+    marks = _marks(settings.kafka_bootstrap, [r.topic for r in refs], problems)
+    errors = _error_counts(spark, settings)
+    report_tables = {
+        ref.name: {
+            **_table_report(spark, settings, ref, marks),
+            "errors": errors.get(ref.topic, 0),
+            **states.get(ref.name, absent),
+        }
+        for ref in refs
+    }
+    slots = _slots(settings, sorted({r.slot for r in refs if r.slot}), problems)
+    return {"pipeline": pipeline, "tables": report_tables, "slots": slots, "problems": problems}
+
+
+# --- The running pipeline ----------------------------------------------------------------------
+
+
+def pipeline_state(settings: Settings) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The pipeline's pid and per-table states, from pipeline.json if its process is alive.
+
+    The file outlives a crashed or killed pipeline, so it is believed only while its pid runs.
+    """
+    doc = _read_json(settings.run_dir / "pipeline.json")
+    pid = doc.get("pid") if isinstance(doc, dict) else None
+    if not isinstance(pid, int) or not _alive(pid):
+        return {"running": False, "pid": None, "started": None}, {}
+    states = {
+        str(name): {"state": str(t.get("state", "unknown")), "error": t.get("error")}
+        for name, t in (doc.get("tables") or {}).items()
+        if isinstance(t, dict)
+    }
+    return {"running": True, "pid": pid, "started": doc.get("started")}, states
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # absent, or caught half-written
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, but belongs to another user
+        return True
+    return True
+
+
+# --- Delta tables ------------------------------------------------------------------------------
+
+
+def _table_report(
+    spark: SparkSession, settings: Settings, ref: TableRef, marks: Marks | None
+) -> dict[str, Any]:
+    sink = DeltaSink(spark, ref.path(settings.lake), ref.name, ref.soft_delete)
+    exists = sink.exists()
+    meta = sink.last_commit() if exists else None
+    lsn = meta.max_lsn if meta else None
+    return {
+        "exists": exists,
+        **(_row_counts(spark, sink) if exists else {"rows": None, "soft_deleted": None}),
+        "applied_lsn": lsn,
+        "applied_lsn_pg": pg_lsn(lsn) if lsn is not None else None,
+        "source_commit_time": meta.max_source_ts if meta else None,
+        "lag_records": _lag(marks, ref.topic, meta),
+    }
+
+
+def _row_counts(spark: SparkSession, sink: DeltaSink) -> dict[str, int | None]:
+    """Live rows; a soft-delete table also reports the rows marked deleted (kept, not counted)."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").load(sink.path)
+    if not sink.soft_delete:
+        return {"rows": df.count(), "soft_deleted": None}
+    row = df.agg(
+        F.count(F.when(~F.col(DELETED), True)), F.count(F.when(F.col(DELETED), True))
+    ).first()
+    assert row is not None  # a global aggregate always has one row
+    return {"rows": int(row[0]), "soft_deleted": int(row[1])}
+
+
+def _error_counts(spark: SparkSession, settings: Settings) -> dict[str, int]:
+    """Dead letters per source topic (one pass over `_errors`)."""
+    from delta.tables import DeltaTable
+
+    path = errors_path(settings)
+    if not DeltaTable.isDeltaTable(spark, path):
+        return {}
+    counts = spark.read.format("delta").load(path).groupBy("topic").count().collect()
+    return {str(r["topic"]): int(r["count"]) for r in counts}
+
+
+# --- Kafka -------------------------------------------------------------------------------------
+
+
+def _marks(bootstrap: str, topics: list[str], problems: list[str]) -> Marks | None:
+    """Watermarks of the captured topics that exist, or None if Kafka does not answer."""
+    try:
+        existing = set(kafka_io.list_topics(bootstrap))
+        return {t: kafka_io.watermarks(bootstrap, t) for t in topics if t in existing}
+    except (ChangelakeError, KafkaException) as exc:
+        problems.append(f"kafka: cannot read topic offsets at {bootstrap}: {_first_line(exc)}")
+        return None
+
+
+def _lag(marks: Marks | None, topic: str, meta: CommitMeta | None) -> int | None:
+    """Records still to apply: per partition, the high watermark minus the next offset to read.
+
+    Before the first commit a partition is read from its low watermark (older offsets are gone).
+    Compaction leaves gaps in the offsets, so this counts offsets: an upper bound on records.
+    """
+    if marks is None or topic not in marks:
+        return None
+    done = meta.offsets if meta else {}
+    return sum(
+        high - max(low, min(high, done.get(str(p), low))) for p, (low, high) in marks[topic].items()
+    )
+
+
+# --- Postgres ----------------------------------------------------------------------------------
+
+
+def _slots(settings: Settings, names: list[str], problems: list[str]) -> dict[str, Any]:
+    """Per replication slot: WAL bytes not yet confirmed by Debezium, and whether it is read."""
+    if not names:
+        return {}
+    try:
+        with psycopg.connect(Postgres(settings).admin_dsn("postgres"), connect_timeout=3) as conn:
+            return {n: _slot(conn, n) for n in names}
+    except psycopg.Error as exc:
+        where = f"{settings.postgres_host}:{settings.postgres_port}"
+        problems.append(f"postgres: cannot read replication slots at {where}: {_first_line(exc)}")
+        return {n: {"exists": None, "slot_lag_bytes": None, "active": None} for n in names}
+
+
+def _slot(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
+    row = conn.execute(_SLOT_SQL, (name,)).fetchone()
+    if row is None:  # the connector has not created it yet
+        return {"exists": False, "slot_lag_bytes": None, "active": False}
+    lag, active = row
+    return {
+        "exists": True,
+        "slot_lag_bytes": int(lag) if lag is not None else None,
+        "active": bool(active),
+    }
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- Printing ----------------------------------------------------------------------------------
+
+_HEADER = ["table", "state", "rows", "applied LSN", "source commit time", "lag", "errors"]
+_RIGHT = [False, False, True, False, False, True, True]
+
+
+def print_report(report: dict[str, Any]) -> None:
+    print(_pipeline_line(report["pipeline"]))
+    cells = [_table_cells(name, t) for name, t in report["tables"].items()]
+    for line in grid(_HEADER, cells, _RIGHT):
+        print(line)
+    for name, slot in report["slots"].items():
+        print(_slot_line(name, slot))
+    for problem in report["problems"]:
+        print(f"problem: {problem}")
+    for name, t in report["tables"].items():
+        if t.get("error"):
+            print(f"{name}: {t['error']}")
+
+
+def _pipeline_line(pipeline: dict[str, Any]) -> str:
+    if not pipeline["running"]:
+        return "pipeline: not running (start it with `changelake run`)"
+    return f"pipeline: running, pid {pipeline['pid']}, started {pipeline.get('started') or '?'}"
+
+
+def _table_cells(name: str, t: dict[str, Any]) -> list[str]:
+    rows = _number(t["rows"])
+    if t.get("soft_deleted"):
+        rows += f" (+{t['soft_deleted']:,} deleted)"
+    return [
+        name,
+        t["state"],
+        rows,
+        t["applied_lsn_pg"] or "-",
+        t["source_commit_time"] or "-",
+        _number(t["lag_records"]),
+        _number(t["errors"]),
+    ]
+
+
+def _number(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _slot_line(name: str, slot: dict[str, Any]) -> str:
+    if slot["exists"] is None:
+        return f"slot {name}: unknown (Postgres did not answer)"
+    if not slot["exists"]:
+        return f"slot {name}: does not exist yet (apply the connector: changelake connectors apply)"
+    reader = "active" if slot["active"] else "INACTIVE (no connector reads it; WAL piles up)"
+    return f"slot {name}: {reader}, {_bytes(slot['slot_lag_bytes'])} of WAL not yet confirmed"
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "? bytes"
+    if n < 1024:
+        return f"{n} bytes"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"

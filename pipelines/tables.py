@@ -1,0 +1,110 @@
+"""Which tables the pipeline derives: read from the connector files, one place for both.
+
+A connector's `table.include.list` names the captured tables and its `topic.prefix` their topics
+(`<prefix>.<schema>.<table>`). changelake's own schema (the heartbeat) is not derived.
+`schemas/lake.json` holds per-table options (soft deletes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines import connectors
+from pipelines.changelog.decode import DEFAULT_PLACEHOLDER
+from pipelines.exceptions import ConfigError
+from pipelines.settings import Settings
+
+OWN_SCHEMA = "changelake"
+
+
+@dataclass(frozen=True)
+class TableRef:
+    schema: str
+    name: str
+    topic: str
+    connector: str
+    slot: str
+    placeholder: str = DEFAULT_PLACEHOLDER
+    soft_delete: bool = False
+
+    def path(self, root: str) -> str:
+        return f"{root.rstrip('/')}/{self.schema}/{self.name}"
+
+
+def lake_config_path(settings: Settings) -> Path:
+    return Path(os.environ.get("CHANGELAKE_LAKE_CONFIG") or settings.schemas_dir / "lake.json")
+
+
+def _soft_delete_tables(path: Path) -> set[str]:
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: line {exc.lineno} column {exc.colno}: not JSON: {exc.msg}"
+        ) from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(f'{path}: must be an object like {{"soft_delete": ["orders"]}}')
+    unknown = sorted(set(doc) - {"soft_delete"})
+    if unknown:
+        raise ConfigError(f"{path}: {unknown[0]}: unknown field (known: soft_delete)")
+    names = doc.get("soft_delete", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{path}: soft_delete: must be a list of table names")
+    return set(names)
+
+
+def _from_connector(cf: connectors.ConnectorFile, soft: set[str]) -> list[TableRef]:
+    prefix = cf.config.get("topic.prefix", "")
+    placeholder = cf.config.get("unavailable.value.placeholder", DEFAULT_PLACEHOLDER)
+    refs = []
+    for entry in filter(
+        None, (e.strip() for e in cf.config.get("table.include.list", "").split(","))
+    ):
+        schema, _, name = entry.rpartition(".")
+        if not schema or schema == OWN_SCHEMA:
+            continue
+        refs.append(
+            TableRef(
+                schema=schema,
+                name=name,
+                topic=f"{prefix}.{schema}.{name}",
+                connector=cf.name,
+                slot=cf.config.get("slot.name", ""),
+                placeholder=placeholder,
+                soft_delete=name in soft,
+            )
+        )
+    return refs
+
+
+def captured(
+    settings: Settings, only: list[str] | None = None, files: list[Path] | None = None
+) -> list[TableRef]:
+    """Every derived table, or those named in `only` (an unknown name is an error)."""
+    soft = _soft_delete_tables(lake_config_path(settings))
+    refs: list[TableRef] = []
+    for path in files or connectors.default_files(settings):
+        loaded, problems = connectors.load(path)
+        if loaded is None:
+            raise ConfigError("\n".join(str(p) for p in problems))
+        refs += _from_connector(loaded, soft)
+    known = {r.name for r in refs}
+    unknown = sorted(set(soft) - known)
+    if unknown:
+        raise ConfigError(
+            f"{lake_config_path(settings)}: soft_delete: no captured table {unknown[0]}"
+        )
+    if not only:
+        return refs
+    missing = [n for n in only if n not in known]
+    if missing:
+        raise ConfigError(
+            f"no captured table named {missing[0]}",
+            f"captured tables: {', '.join(sorted(known))} (from connectors/*.json)",
+        )
+    return [r for r in refs if r.name in only]
