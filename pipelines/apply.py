@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pipelines import faults
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import LSN, OFFSET, OP, SOURCE_TS, TOASTED, envelopes
 from pipelines.changelog.evolution import reconcile
@@ -46,12 +48,12 @@ def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
             F.max(F.when(F.col(OP) == "t", F.col(LSN))),
             F.count(F.when(F.size(TOASTED) > 0, True)),
             F.max(LSN),
-            F.max(SOURCE_TS),
+            F.date_format(F.max(SOURCE_TS), "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"),
         ).first()
         assert agg is not None
         stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
         stats.max_lsn = int(agg[3] or 0)
-        stats.max_source_ts = agg[4].isoformat() if agg[4] is not None else None
+        stats.max_source_ts = agg[4]  # ISO 8601 in UTC (the session's zone)
     return stats
 
 
@@ -62,9 +64,15 @@ class TableApplier:
     """Keeps one Delta table in step with its topic, one batch at a time."""
 
     def __init__(
-        self, spark: SparkSession, table: TableRef, lake: str, app_id: str, progress: Progress
+        self,
+        spark: SparkSession,
+        table: TableRef,
+        lake: str,
+        app_id: str,
+        progress: Progress,
+        run_dir: Path,
     ):
-        self.table, self.app_id, self.progress = table, app_id, progress
+        self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
         self.sink = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
 
@@ -88,9 +96,11 @@ class TableApplier:
                 key,
                 decoded.toastable if stats.toasted else (),
             ).drop("_kafka_partition", OFFSET)
+            faults.pause_if("before-merge", self.table.name, self.run_dir)
             self.sink.merge(
                 rows, key, stats.truncate_lsn, stats.toasted > 0, meta, self.app_id, batch_id
             )
+            faults.pause_if("after-commit", self.table.name, self.run_dir)
         stats.errors = self._dead_letters(decoded, batch_id)
         self.progress(self.table.name, {"batch": batch_id, **stats.__dict__})
 

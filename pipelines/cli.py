@@ -108,6 +108,33 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return run.run(settings, refs, options)
 
 
+def _query(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import query
+
+    columns, rows = query.run_query(settings, args.sql)
+    if args.json:
+        print(query.format_json(columns, rows))
+    elif args.csv:
+        print(query.format_csv(columns, rows), end="")
+    else:
+        print(query.format_table(columns, rows))
+    return 0
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import status
+    from pipelines.spark import session
+
+    spark = session(settings, app="changelake-status")
+    spark.sparkContext.setLogLevel("FATAL")
+    report = status.collect(settings, spark)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        status.print_report(report)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="changelake",
@@ -163,6 +190,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-records", type=int, default=50_000, help="most records per table per batch"
     )
     p.set_defaults(handler=_run)
+
+    p = sub.add_parser("query", help="run Spark SQL over the derived tables (and _errors)")
+    p.add_argument("sql", help='e.g. "SELECT country, count(*) FROM customers GROUP BY 1"')
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="a JSON array of objects")
+    fmt.add_argument("--csv", action="store_true", help="CSV with a header line")
+    p.set_defaults(handler=_query)
+
+    p = sub.add_parser("status", help="each derived table: rows, applied LSN, lag, errors")
+    p.add_argument("--json", action="store_true", help="for programs")
+    p.set_defaults(handler=_status)
     return parser
 
 

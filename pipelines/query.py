@@ -64,6 +64,7 @@ def run_query(settings: Settings, sql: str, max_rows: int = MAX_ROWS) -> tuple[l
     """Column names and rows (Python values) of one SQL statement over the lake's views."""
     from pipelines.spark import session
 
+    _refuse_writes(sql)
     spark = session(settings, app="changelake-query")
     _quiet(spark)
     views = register_views(spark, settings)
@@ -74,6 +75,21 @@ def run_query(settings: Settings, sql: str, max_rows: int = MAX_ROWS) -> tuple[l
             "add a LIMIT, a WHERE or an aggregate (results are collected into memory)",
         )
     return list(df.columns), rows
+
+
+READ_ONLY = ("select", "with", "show", "describe", "desc", "explain", "values", "table", "(")
+
+
+def _refuse_writes(sql: str) -> None:
+    """The derived tables are written by the pipeline alone: a DELETE here would silently make
+    them differ from the source."""
+    first = sql.strip().split(None, 1)[0].lower() if sql.strip() else ""
+    if not first.startswith(READ_ONLY):
+        raise ChangelakeError(
+            f"changelake query runs read-only statements; {first.upper() or 'an empty query'}"
+            " is not one",
+            "use SELECT, WITH, SHOW, DESCRIBE or EXPLAIN",
+        )
 
 
 def _quiet(spark: SparkSession) -> None:

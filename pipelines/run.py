@@ -95,7 +95,14 @@ class Pipeline:
         lakefs.delete(self.spark, self._checkpoint(ref))
         self._set(job, "snapshotting")
         started = time.monotonic()
-        result = snapshot(self.spark, self.settings.kafka_bootstrap, ref, lake, self._app_id(ref))
+        result = snapshot(
+            self.spark,
+            self.settings.kafka_bootstrap,
+            ref,
+            lake,
+            self._app_id(ref),
+            self.settings.run_dir,
+        )
         if result is None:
             self._set(job, "waiting")
             return False
@@ -127,7 +134,12 @@ class Pipeline:
     def _start(self, job: TableJob) -> None:
         ref = job.ref
         applier = TableApplier(
-            self.spark, ref, self.settings.lake, self._app_id(ref), self._on_batch
+            self.spark,
+            ref,
+            self.settings.lake,
+            self._app_id(ref),
+            self._on_batch,
+            self.settings.run_dir,
         )
 
         def apply(batch: Any, batch_id: int) -> None:

@@ -103,6 +103,7 @@ class Settings:
     spark_driver_memory: str = "2g"
     lake: str = ""
     checkpoints: str = ""
+    connectors_override: Path | None = None  # CHANGELAKE_CONNECTORS_DIR
 
     @cached_property
     def versions(self) -> Versions:
@@ -122,7 +123,7 @@ class Settings:
 
     @property
     def connectors_dir(self) -> Path:
-        return self.root / "connectors"
+        return self.connectors_override or self.root / "connectors"
 
     @property
     def schemas_dir(self) -> Path:
@@ -176,4 +177,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         spark_driver_memory=env.get("CHANGELAKE_SPARK_DRIVER_MEMORY") or "2g",
         lake=env.get("CHANGELAKE_LAKE") or str(home / "lake"),
         checkpoints=env.get("CHANGELAKE_CHECKPOINTS") or str(home / "checkpoints"),
+        connectors_override=(
+            Path(env["CHANGELAKE_CONNECTORS_DIR"]) if env.get("CHANGELAKE_CONNECTORS_DIR") else None
+        ),
     )

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipelines import kafka_io
+from pipelines import faults, kafka_io
 from pipelines.apply import batch_stats
 from pipelines.changelog.batch import decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, envelopes
@@ -43,7 +44,12 @@ def end_offsets(bootstrap: str, topic: str) -> dict[str, int] | None:
 
 
 def snapshot(
-    spark: SparkSession, bootstrap: str, table: TableRef, lake: str, app_id: str
+    spark: SparkSession,
+    bootstrap: str,
+    table: TableRef,
+    lake: str,
+    app_id: str,
+    run_dir: Path,
 ) -> SnapshotResult | None:
     """Create the table from its topic; None if the topic has nothing to snapshot yet."""
     ends = end_offsets(bootstrap, table.topic)
@@ -60,13 +66,13 @@ def snapshot(
     )
     env = envelopes(raw).persist()
     try:
-        return _write(env, table, lake, app_id, ends)
+        return _write(env, table, lake, app_id, ends, run_dir)
     finally:
         env.unpersist()
 
 
 def _write(
-    env: DataFrame, table: TableRef, lake: str, app_id: str, ends: dict[str, int]
+    env: DataFrame, table: TableRef, lake: str, app_id: str, ends: dict[str, int], run_dir: Path
 ) -> SnapshotResult | None:
     decoded = decode_batch(env, table.name, table.placeholder)
     if decoded.changes is None or not decoded.key:
@@ -90,6 +96,7 @@ def _write(
             stats.changes,
         )
         sink = DeltaSink(env.sparkSession, table.path(lake), table.name, table.soft_delete)
+        faults.pause_if("before-snapshot-commit", table.name, run_dir)
         sink.create(rows.drop(TOASTED, PARTITION, OFFSET), meta)
         count = rows.count()
     finally:

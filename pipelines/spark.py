@@ -50,6 +50,9 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("JAVA_HOME", str(settings.java_home))
+    if settings.spark_master.startswith("local"):
+        # The driver's ports stay on loopback, like every other local service.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     jars = extra_jars(settings.vendor / "spark", _bundled_jars())
     builder = (
         SparkSession.builder.appName(app)
@@ -74,6 +77,8 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
         .config("spark.sql.adaptive.enabled", "true")
+        # Delta rebuilds a table's state with this many tasks (default 50): a few suffice here.
+        .config("spark.databricks.delta.snapshotPartitions", "2")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

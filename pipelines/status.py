@@ -154,9 +154,11 @@ def _marks(bootstrap: str, topics: list[str], problems: list[str]) -> Marks | No
     try:
         existing = set(kafka_io.list_topics(bootstrap))
         return {t: kafka_io.watermarks(bootstrap, t) for t in topics if t in existing}
-    except (ChangelakeError, KafkaException) as exc:
+    except ChangelakeError as exc:  # its message already names Kafka and the address
+        problems.append(f"kafka: {_first_line(exc)}")
+    except KafkaException as exc:
         problems.append(f"kafka: cannot read topic offsets at {bootstrap}: {_first_line(exc)}")
-        return None
+    return None
 
 
 def _lag(marks: Marks | None, topic: str, meta: CommitMeta | None) -> int | None:

@@ -77,7 +77,8 @@ def capture(
                 ),
             }
         )
-        path = tmp_path / f"{name}.json"
+        path = tmp_path / "connectors" / f"{name}.json"
+        path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(doc))
         made.append(name)
         changelake("connectors", "apply", str(path))

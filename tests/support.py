@@ -15,11 +15,16 @@ CLI = [sys.executable, "-m", "pipelines.cli"]
 
 
 def changelake(
-    *args: str, check: bool = True, timeout: float = 600
+    *args: str, check: bool = True, timeout: float = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the real command line, as a user would."""
     result = subprocess.run(
-        [*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=os.environ
+        [*CLI, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env if env is not None else dict(os.environ),
     )
     if check and result.returncode != 0:
         raise AssertionError(

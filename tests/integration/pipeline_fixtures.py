@@ -1,0 +1,135 @@
+"""Fixtures for pipeline tests: one Spark session to read the lake, and a `changelake run` of the
+test's own (its own connector, lake and checkpoints under tmp_path)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+
+from pipelines.settings import Settings
+from pipelines.spark import session
+from pipelines.topics import wait_caught_up
+from tests.compare import assert_same
+from tests.support import CLI, ROOT, changelake, wait_for
+
+
+@pytest.fixture(scope="session")
+def spark(settings: Settings) -> Iterator[SparkSession]:
+    os.environ["TZ"] = "UTC"  # Spark hands timestamps to Python in the process's zone
+    time.tzset()
+    spark = session(settings, app="changelake-tests")
+    yield spark
+    spark.stop()
+
+
+@dataclass
+class Pipeline:
+    """A captured set of source tables and the changelake pipeline deriving them."""
+
+    settings: Settings
+    dsn: str
+    spark: SparkSession
+    home: Path
+    prefix: str = ""
+    tables: list[str] = field(default_factory=list)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "CHANGELAKE_LAKE": str(self.home / "lake"),
+            "CHANGELAKE_CHECKPOINTS": str(self.home / "checkpoints"),
+            "CHANGELAKE_CONNECTORS_DIR": str(self.home / "connectors"),
+            "CHANGELAKE_LAKE_CONFIG": str(self.home / "lake.json"),
+        }
+
+    def path(self, table: str) -> str:
+        return f"{self.home / 'lake'}/public/{table}"
+
+    def sql(self, statement: str, params: Any = None) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(statement, params)
+
+    def caught_up(self) -> None:
+        wait_caught_up(self.settings, self.prefix, timeout_s=90)
+
+    def run_once(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        self.caught_up()
+        result = subprocess.run(
+            [*CLI, "run", "--once", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=self.env,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"changelake run failed:\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return changelake(*args, check=check, env=self.env)
+
+    def start(self, *args: str, fault: str | None = None) -> subprocess.Popen[str]:
+        env = dict(self.env)
+        if fault:
+            env["CHANGELAKE_FAULT_PAUSE"] = fault
+        return subprocess.Popen(
+            [*CLI, "run", *args],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+
+    def kill_when_paused(self, proc: subprocess.Popen[str], point: str, table: str) -> None:
+        marker = self.settings.run_dir / f"paused-{point}-{table}"
+        marker.unlink(missing_ok=True)
+        wait_for(lambda: marker.exists() or proc.poll() is not None, 300, f"pause at {point}")
+        assert proc.poll() is None, f"the pipeline exited before {point}:\n{proc.communicate()[0]}"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        marker.unlink(missing_ok=True)
+
+    def assert_equal(self, table: str, key: list[str], **kw: Any) -> int:
+        return assert_same(self.spark, self.dsn, f"public.{table}", self.path(table), key, **kw)
+
+
+@pytest.fixture
+def pipeline(
+    settings: Settings,
+    admin_dsn: str,
+    spark: SparkSession,
+    capture: Callable[[str], str],
+    tmp_path: Path,
+) -> Iterator[Callable[..., Pipeline]]:
+    """`pipeline(tables, ddl)` runs the DDL (and seed rows), then captures those tables."""
+    made: list[Pipeline] = []
+
+    def make(tables: list[str], ddl: list[str], soft_delete: tuple[str, ...] = ()) -> Pipeline:
+        p = Pipeline(settings, admin_dsn, spark, tmp_path, tables=tables)
+        made.append(p)
+        for statement in ddl:
+            p.sql(statement)
+        (tmp_path / "lake.json").write_text(
+            f'{{"soft_delete": {list(soft_delete)!r}}}'.replace("'", '"')
+        )
+        p.prefix = capture(",".join(f"public.{t}" for t in tables))
+        return p
+
+    yield make
+    for p in made:
+        for t in p.tables:
+            p.sql(f"DROP TABLE IF EXISTS public.{t}")
