@@ -8,6 +8,7 @@ flight is abandoned, which is safe because each batch commits idempotently.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -251,9 +252,13 @@ class Pipeline:
         return self._report()
 
     def _await_once(self) -> None:
+        from pyspark.errors import StreamingQueryException
+
         for job in self.jobs.values():
             if job.state == "running" and job.query is not None and job.query.isActive:
-                job.query.awaitTermination(1)
+                # A failed query raises here; _tick reads query.exception() and decides.
+                with contextlib.suppress(StreamingQueryException):
+                    job.query.awaitTermination(1)
 
     def _stop_all(self) -> None:
         for job in self.jobs.values():

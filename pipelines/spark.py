@@ -18,6 +18,7 @@ from pipelines.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+PACKAGE_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 
 
@@ -75,7 +76,10 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
         .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "false")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j2.configurationFile=file:{PACKAGE_LOG4J} -Dlog4j2.statusLoggerLevel=ERROR",
+        )
         .config("spark.sql.adaptive.enabled", "true")
         # Delta rebuilds a table's state with this many tasks (default 50): a few suffice here.
         .config("spark.databricks.delta.snapshotPartitions", "2")

@@ -4,20 +4,63 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+import struct
 import uuid
+from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
 
 import psycopg
+from psycopg.abc import Buffer
+from psycopg.types.numeric import FloatLoader
+from psycopg.types.string import TextLoader
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 META = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}
 
 
+class _Float4Loader(FloatLoader):
+    """A `real` as the float4 it is (Spark's FloatType hands Python exactly that), not the double
+    nearest to its shortest decimal text: 1.1754944e-38 is 1.1754943508222875e-38."""
+
+    def load(self, data: Buffer) -> float:
+        value: float = struct.unpack("f", struct.pack("f", super().load(data)))[0]
+        return value
+
+
+PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+def as_number(value: Any) -> Any:
+    """A numeric the lake keeps as text (unconstrained, or wider than Spark's 38 digits),
+    compared by value: Debezium drops trailing zeros (1.50 arrives as 1.5), so the scale is lost;
+    the text must be plain notation, as Postgres prints it."""
+    if isinstance(value, Decimal):
+        return ("number", value)
+    if isinstance(value, str) and PLAIN_NUMBER.fullmatch(value):
+        return ("number", Decimal(value))
+    return value
+
+
+def _time_text(value: dt.time) -> str:
+    """`HH:MM:SS[.ffffff]` with trailing zeros trimmed, as Postgres prints a `time`."""
+    text = value.strftime("%H:%M:%S")
+    return f"{text}.{value.microsecond:06d}".rstrip("0") if value.microsecond else text
+
+
 def canonical(value: Any) -> Any:
     """One comparable form for what psycopg and Spark each return."""
-    if isinstance(value, Decimal):
-        return ("decimal", str(value))
+    if isinstance(value, Decimal):  # by value: Spark hands 1E-10 in decimal(38,10) as 1.00E-10
+        return ("decimal", value)
+    if isinstance(value, float):  # repr tells NaN (equal to itself here) and -0.0 apart
+        return ("float", repr(value))
+    if isinstance(value, dt.time) and value.tzinfo is None:
+        return _time_text(value)
+    if isinstance(value, dt.timedelta):  # an interval arrives as microseconds
+        return value // dt.timedelta(microseconds=1)
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
@@ -34,10 +77,17 @@ def canonical(value: Any) -> Any:
 
 
 def pg_rows(
-    dsn: str, table: str, key: list[str], json_columns: set[str]
+    dsn: str,
+    table: str,
+    key: list[str],
+    json_columns: set[str],
+    numbers: Collection[str] = (),
 ) -> dict[Any, dict[str, Any]]:
-    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
-        cur.execute(f"SELECT * FROM {table}")
+    with psycopg.connect(dsn) as conn:
+        conn.adapters.register_loader("float4", _Float4Loader)
+        for name in ("json", "jsonb"):  # the text, as Debezium sends it, not a parsed value
+            conn.adapters.register_loader(name, TextLoader)
+        cur = conn.execute(f"SELECT * FROM {table}")
         names = [d.name for d in cur.description or []]
         rows = cur.fetchall()
     out = {}
@@ -45,27 +95,67 @@ def pg_rows(
         rec = dict(zip(names, row, strict=True))
         for c in json_columns:
             if rec.get(c) is not None:
-                rec[c] = ("json", json.dumps(rec[c], sort_keys=True))
+                rec[c] = ("json", json.dumps(json.loads(rec[c]), sort_keys=True))
         out[tuple(rec[k] for k in key)] = {
-            k: canonical(v) if k not in json_columns else v for k, v in rec.items()
+            k: _compared(k, v, json_columns, numbers) for k, v in rec.items()
         }
     return out
 
 
+def _compared(column: str, value: Any, json_columns: set[str], numbers: Collection[str]) -> Any:
+    if column in json_columns:
+        return value
+    if column in numbers:
+        return as_number(value)
+    return canonical(value)
+
+
+def pg_numeric_columns(dsn: str, table: str) -> set[str]:
+    schema, _, name = table.rpartition(".")
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = %s AND data_type = 'numeric'",
+            (schema or "public", name),
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def delta_text_columns(spark: SparkSession, path: str) -> set[str]:
+    schema = spark.read.format("delta").load(path).schema
+    return {f.name for f in schema.fields if isinstance(f.dataType, T.StringType)}
+
+
 def delta_rows(
-    spark: SparkSession, path: str, key: list[str], json_columns: set[str], soft: bool = False
+    spark: SparkSession,
+    path: str,
+    key: list[str],
+    json_columns: set[str],
+    soft: bool = False,
+    numbers: Collection[str] = (),
 ) -> dict[Any, dict[str, Any]]:
     frame = spark.read.format("delta").load(path)
     if soft:
         frame = frame.where("NOT _cdc_deleted")
-    out = {}
+    # PySpark turns a TIMESTAMP into Python through the local clock, which fails for 0001-01-01;
+    # the session's zone is UTC, so its wall clock (TIMESTAMP_NTZ) is the same instant.
+    frame = frame.select(
+        *(
+            F.col(f.name).cast(T.TimestampNTZType()).alias(f.name)
+            if isinstance(f.dataType, T.TimestampType)
+            else F.col(f.name)
+            for f in frame.schema.fields
+        )
+    )
+    out: dict[Any, dict[str, Any]] = {}
     for row in frame.collect():
         rec = {k: v for k, v in row.asDict().items() if k not in META}
+        assert tuple(rec[k] for k in key) not in out, f"duplicate key {rec} in {path}"
         for c in json_columns:
             if rec.get(c) is not None:
                 rec[c] = ("json", json.dumps(json.loads(rec[c]), sort_keys=True))
         out[tuple(rec[k] for k in key)] = {
-            k: canonical(v) if k not in json_columns else v for k, v in rec.items()
+            k: _compared(k, v, json_columns, numbers) for k, v in rec.items()
         }
     return out
 
@@ -90,8 +180,9 @@ def assert_same(
     json_columns: set[str] = frozenset(),  # type: ignore[assignment]
     soft: bool = False,
 ) -> int:
-    source = pg_rows(dsn, table, key, set(json_columns))
-    derived = delta_rows(spark, path, key, set(json_columns), soft)
+    numbers = pg_numeric_columns(dsn, table) & delta_text_columns(spark, path)
+    source = pg_rows(dsn, table, key, set(json_columns), numbers)
+    derived = delta_rows(spark, path, key, set(json_columns), soft, numbers)
     problems = differences(source, derived)
     assert not problems, f"{table}: {len(problems)} differences, first ones:\n" + "\n".join(
         problems[:15]

@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from pipelines.changelog.decode import Version, decode, malformed, versions
 from pipelines.changelog.evolution import widens
-from pipelines.changelog.schema import SchemaError
+from pipelines.changelog.exceptions import SchemaError
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,22 @@ def _widest(table: str, rows: Sequence[Version]) -> T.StructType:
 
 
 def _key(table: str, rows: Sequence[Version]) -> tuple[str, ...]:
-    keys = {v.row.key for v in rows}
+    keys = {v.row.key for v in rows if v.row.key}  # key-less versions are dead letters
     if len(keys) > 1:
         raise SchemaError(f"table {table}: events in one batch disagree on the primary key {keys}")
     return keys.pop() if keys else ()
 
 
 def decode_batch(env: DataFrame, table: str, placeholder: str) -> Decoded:
+    try:
+        return _decode_batch(env, table, placeholder)
+    except SchemaError as exc:
+        if exc.message.startswith("table "):
+            raise
+        raise SchemaError(f"table {table}, {exc.message}", exc.hint) from exc
+
+
+def _decode_batch(env: DataFrame, table: str, placeholder: str) -> Decoded:
     found = versions(env)
     rows = [v for v in found if not v.row.truncate]
     columns = _widest(table, rows or found)

@@ -13,14 +13,21 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.changelog.schema import RowVersion, row_version
+from pipelines.changelog.schema import CORRUPT, RowVersion, row_version
 from pipelines.changelog.types import is_placeholder
 
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 OPS = ("c", "u", "d", "r", "t")
+# The first pass copies only the schema out as text; the payload is parsed once, typed, straight
+# from the record (Spark re-prints numbers it copies as text through a double, which would round
+# a numeric(38,10)).
 _ENVELOPE = T.StructType(
-    [T.StructField("schema", T.StringType()), T.StructField("payload", T.StringType())]
+    [
+        T.StructField("schema", T.StringType()),
+        T.StructField("payload", T.StructType([T.StructField("op", T.StringType())])),
+    ]
 )
+_KEY_ENVELOPE = T.StructType([T.StructField("schema", T.StringType())])
 # Columns every change row carries besides the table's own.
 LSN, OP, SOURCE_TS = "_cdc_lsn", "_cdc_op", "_cdc_source_ts"
 PARTITION, OFFSET, TOASTED = "_kafka_partition", "_kafka_offset", "_toasted"
@@ -28,12 +35,12 @@ ERROR_COLUMNS = ("topic", "partition", "offset", "value", "reason", "at")
 
 
 def envelopes(raw: DataFrame) -> DataFrame:
-    """Split each record's JSON into schema and payload text. Tombstones (null values) stay, with
-    a null `value_text`, so the batch's offsets are all known; decoding skips them: they only tell
-    compaction to forget a deleted key, whose delete event came just before."""
+    """Take each record's schema text and whether it has a payload. Tombstones (null values)
+    stay, with a null `value_text`, so the batch's offsets are all known; decoding skips them:
+    they only tell compaction to forget a deleted key, whose delete event came just before."""
     value = F.col("value").cast("string")
     parsed = F.from_json(value, _ENVELOPE)
-    key = F.from_json(F.col("key").cast("string"), _ENVELOPE)
+    key = F.from_json(F.col("key").cast("string"), _KEY_ENVELOPE)
     return raw.select(
         "topic",
         "partition",
@@ -42,7 +49,6 @@ def envelopes(raw: DataFrame) -> DataFrame:
         parsed["schema"].alias("value_schema"),
         parsed["payload"].alias("payload"),
         key["schema"].alias("key_schema"),
-        key["payload"].alias("key_payload"),
     )
 
 
@@ -91,7 +97,8 @@ def versions(env: DataFrame) -> list[Version]:
 
 def _of_version(env: DataFrame, version: Version) -> DataFrame:
     return env.where(
-        (F.col("value_schema") == version.value_schema)
+        F.col("payload").isNotNull()
+        & (F.col("value_schema") == version.value_schema)
         & F.col("key_schema").eqNullSafe(F.lit(version.key_schema))
     )
 
@@ -99,19 +106,30 @@ def _of_version(env: DataFrame, version: Version) -> DataFrame:
 def decode(env: DataFrame, version: Version, placeholder: str) -> tuple[DataFrame, DataFrame]:
     """Typed change rows and dead letters for the records of one schema version."""
     row = version.row
+    record = T.StructType(
+        [T.StructField("payload", row.payload_struct()), T.StructField(CORRUPT, T.StringType())]
+    )
+    # from_json puts the whole record in CORRUPT when any field fails to parse (a value that
+    # overflows its decimal, text in a number) instead of quietly making that field NULL.
+    parsed = F.from_json("value_text", record, {"columnNameOfCorruptRecord": CORRUPT})
     typed = _of_version(env, version).select(
-        "*", F.from_json("payload", row.payload_struct()).alias("p")
+        "*", parsed["payload"].alias("p"), parsed[CORRUPT].alias(CORRUPT)
     )
     op = F.col("p.op")
     image = F.when(op == "d", F.col("p.before")).otherwise(F.col("p.after"))
     reason = (
-        F.when(F.col("p").isNull() | op.isNull(), F.lit("value does not match its schema"))
+        F.when(
+            F.col("p").isNull() | op.isNull() | F.col(CORRUPT).isNotNull(),
+            F.lit("value does not match its schema"),
+        )
         .when(~op.isin(*OPS), F.concat(F.lit("unknown operation: "), op))
         .when(op.isin("c", "u", "r") & F.col("p.after").isNull(), F.lit("no row image (after)"))
     )
     if not row.truncate:
         missing = [k for k in row.key if k not in row.names]
-        if missing:
+        if not row.key:
+            reason = reason.when(F.lit(True), F.lit("the key has no schema: not a Debezium key"))
+        elif missing:
             reason = reason.when(F.lit(True), F.lit(f"key column {missing[0]} is not in the row"))
         else:
             key_null = F.lit(False)

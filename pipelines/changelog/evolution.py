@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
-from pipelines.changelog.schema import SchemaError
+from pipelines.changelog.exceptions import SchemaError
 
 _INTEGER_RANK = {"byte": 0, "short": 1, "integer": 2, "long": 3}
 

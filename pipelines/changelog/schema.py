@@ -9,10 +9,11 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from pipelines.changelog.exceptions import SchemaError
 from pipelines.changelog.types import ColumnType, SourceColumn, column_type, source_column
-from pipelines.exceptions import ChangelakeError
 
 TRUNCATE_KEY = "dev.changelake.TruncateKey"  # see connect-smt/: truncate events keyed by LSN
+CORRUPT = "_corrupt"
 
 # The part of the envelope besides the row images that the pipeline reads.
 SOURCE_STRUCT = T.StructType(
@@ -24,10 +25,6 @@ SOURCE_STRUCT = T.StructType(
         T.StructField("snapshot", T.StringType()),
     ]
 )
-
-
-class SchemaError(ChangelakeError):
-    """An event's schema the pipeline cannot read, or cannot reconcile with its table."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines.changelog.exceptions import SchemaError
+
 Convert = Callable[[Column], Column]
 MAX_DECIMAL_PRECISION = 38  # Spark's (and Delta's) limit
 
@@ -26,7 +28,7 @@ class SourceColumn:
     """One field of Debezium's row schema, as the JSON converter describes it."""
 
     name: str
-    connect_type: str  # int16, int32, int64, float32, float64, boolean, string, bytes, array, …
+    connect_type: str  # int16, int32, int64, float, double, boolean, string, bytes, array, …
     logical: str | None = None  # e.g. io.debezium.time.Date
     params: Mapping[str, str] = field(default_factory=dict)
     optional: bool = True
@@ -71,8 +73,9 @@ _INTEGERS: dict[str, T.DataType] = {
 }
 _PLAIN: dict[str, T.DataType] = {
     **_INTEGERS,
-    "float32": T.FloatType(),
-    "float64": T.DoubleType(),
+    # JsonConverter names Connect's FLOAT32 and FLOAT64 "float" and "double".
+    "float": T.FloatType(),
+    "double": T.DoubleType(),
     "boolean": T.BooleanType(),
 }
 
@@ -101,7 +104,9 @@ def _decimal_text(value: Any) -> str | None:
     if value is None or value["value"] is None:
         return None
     unscaled = int.from_bytes(bytes(value["value"]), "big", signed=True)
-    return str(Decimal(unscaled).scaleb(-int(value["scale"] or 0)))
+    # Built from text, not with arithmetic, which would round to the context's 28 digits; printed
+    # in plain notation, as Postgres prints it (0.0000001, not 1E-7).
+    return format(Decimal(f"{unscaled}E{-int(value['scale'] or 0)}"), "f")
 
 
 _VARIABLE_DECIMAL = T.StructType(
@@ -142,8 +147,12 @@ def _decimal(col: SourceColumn) -> ColumnType:
     if 0 < precision <= MAX_DECIMAL_PRECISION:
         dtype = T.DecimalType(precision, scale)
         return ColumnType(dtype, dtype, _same)
-    # numeric(p > 38): keep the exact text rather than round it.
-    return ColumnType(T.StringType(), T.StringType(), _same)
+    # Spark's JSON reader would round a wider number through a double: refuse, loudly.
+    raise SchemaError(
+        f"column {col.name}: numeric({precision},{scale}) is wider than Spark's decimal(38)",
+        "narrow the column, or capture it as text with the connector setting "
+        "decimal.handling.mode=string",
+    )
 
 
 def column_type(col: SourceColumn) -> ColumnType:
@@ -186,4 +195,8 @@ def is_placeholder(raw: Column, dtype: T.DataType, placeholder: str) -> Column:
         return F.coalesce(
             (F.size(raw) == 1) & (F.element_at(raw, 1) == F.lit(placeholder)), F.lit(False)
         )
+    if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.IntegralType):
+        # An integer array's placeholder is the placeholder's character codes, one per element.
+        codes = F.array(*(F.lit(ord(ch)).cast(dtype.elementType) for ch in placeholder))
+        return F.coalesce(raw == codes, F.lit(False))
     return F.lit(False)

@@ -1,0 +1,101 @@
+"""Schema changes at the source, and records the pipeline cannot read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from decimal import Decimal
+
+import pytest
+from confluent_kafka import Producer
+
+from pipelines import kafka_io
+from tests.integration.pipeline_fixtures import Pipeline
+
+pytestmark = pytest.mark.stack
+
+
+def test_added_column_appears_and_a_narrowed_type_stops_only_its_table(
+    pipeline: Callable[..., Pipeline], unique: str
+) -> None:
+    grow, narrow = f"grow_{unique}", f"narrow_{unique}"
+    p = pipeline(
+        [grow, narrow],
+        [
+            f"CREATE TABLE public.{grow} (id int PRIMARY KEY, qty int)",
+            f"INSERT INTO public.{grow} SELECT i, i FROM generate_series(1, 20) i",
+            f"CREATE TABLE public.{narrow} (id int PRIMARY KEY, amount numeric(10,2))",
+            f"INSERT INTO public.{narrow} SELECT i, i * 100.25 FROM generate_series(1, 20) i",
+        ],
+    )
+    p.run_once()
+    p.sql(f"ALTER TABLE public.{grow} ADD COLUMN note text")
+    p.sql(f"ALTER TABLE public.{grow} ALTER COLUMN qty TYPE bigint")  # widening: allowed
+    p.sql(f"INSERT INTO public.{grow} VALUES (100, {2**40}, 'wide ✓')")
+    p.sql(f"UPDATE public.{grow} SET note = 'noted' WHERE id <= 3")
+    p.sql(f"ALTER TABLE public.{narrow} ALTER COLUMN amount TYPE numeric(6,2)")
+    p.sql(f"UPDATE public.{narrow} SET amount = 1.50 WHERE id = 1")
+
+    result = p.run_once(check=False)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"table {narrow}, column amount: type changed from decimal(10,2) to decimal(6,2)" in (
+        result.stdout
+    ), result.stdout
+    p.assert_equal(grow, ["id"])
+    kept = p.spark.read.format("delta").load(p.path(narrow)).where("id = 1").first()
+    assert kept is not None and kept["amount"] == Decimal("100.25")  # stopped before the change
+
+
+def _produce(bootstrap: str, topic: str, key: bytes, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, key=key, value=value)
+    assert producer.flush(30) == 0
+
+
+def test_bad_records_land_in_errors_and_the_rest_is_applied(
+    pipeline: Callable[..., Pipeline], unique: str, bootstrap: str
+) -> None:
+    t = f"bad_{unique}"
+    p = pipeline(
+        [t],
+        [
+            f"CREATE TABLE public.{t} (id int PRIMARY KEY, amount numeric(8,2))",
+            f"INSERT INTO public.{t} SELECT i, i FROM generate_series(1, 5) i",
+        ],
+    )
+    p.run_once()
+    topic = f"{p.prefix}.public.{t}"
+    first = next(iter(kafka_io.read(bootstrap, topic)))
+    real = first.value
+    unknown_op = json.loads(json.dumps(real))
+    unknown_op["payload"]["op"] = "x"
+    not_a_number = json.loads(json.dumps(real))
+    not_a_number["payload"]["after"]["amount"] = "abc"
+    bad = {
+        b"not json at all": "not JSON",
+        json.dumps({"schema": real["schema"]}).encode(): "no payload",
+        json.dumps({"payload": real["payload"]}).encode(): "no schema",
+        json.dumps(unknown_op).encode(): "unknown operation: x",
+        json.dumps(not_a_number).encode(): "value does not match its schema",
+    }
+    _produce(bootstrap, topic, json.dumps(first.key).encode(), list(bad))
+    p.sql(f"INSERT INTO public.{t} VALUES (6, 6.60)")
+    p.sql(f"UPDATE public.{t} SET amount = -1 WHERE id = 2")
+    p.sql(f"DELETE FROM public.{t} WHERE id = 3")
+
+    p.run_once()
+
+    p.assert_equal(t, ["id"])
+    errors = (
+        p.spark.read.format("delta")
+        .load(f"{p.home / 'lake'}/_errors")
+        .where(f"topic = '{topic}'")
+        .collect()
+    )
+    got = {row["value"].encode(): row["reason"] for row in errors}
+    assert set(got) == set(bad)
+    for value, reason in bad.items():
+        assert got[value].startswith(reason), (reason, got[value])
+    assert all(row["offset"] is not None and row["at"] is not None for row in errors)
