@@ -28,10 +28,17 @@ up: setup ## start the local stack and register connectors/*.json
 down: ## stop the local stack
 	@$(CHANGELAKE) stack down
 
-demo: up ## seed the shop, run a demo workload and show its change events on Kafka
+DEMO_QUERY ?= SELECT c.country, count(DISTINCT o.id) AS orders, sum(o.total) AS revenue \
+  FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY c.country ORDER BY revenue DESC
+
+demo: up ## seed the shop, snapshot it into Delta, run a workload, apply it, query the lake
 	@$(CHANGELAKE) demo seed --rows $(DEMO_ROWS)
+	@$(CHANGELAKE) run --once
 	@$(CHANGELAKE) demo load --rate $(DEMO_RATE) --seconds $(DEMO_SECONDS)
-	@$(CHANGELAKE) topics --wait --sample 3
+	@$(CHANGELAKE) topics --wait --sample 1
+	@$(CHANGELAKE) run --once
+	@echo "revenue by country, from the derived Delta tables:"
+	@$(CHANGELAKE) query "$(DEMO_QUERY)"
 
 test: setup ## the whole suite against the real services (starts the stack if none runs)
 	@$(BIN)/pytest -q

@@ -28,6 +28,7 @@ from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
 from pipelines.snapshot import snapshot
 from pipelines.tables import TableRef
+from pipelines.topics import wait_caught_up
 
 Out = Callable[[str], None]
 RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault
@@ -295,6 +296,10 @@ def run(settings: Settings, refs: list[TableRef], options: RunOptions, out: Out 
     from pipelines.spark import session
 
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
+    if options.once:  # "everything available" = every change committed before this command
+        for slot in sorted({r.slot for r in refs}):
+            out(f"waiting until Debezium has read everything committed so far (slot {slot})")
+            wait_caught_up(settings, slot)
     spark = session(settings)
     lakefs.ensure_writable(spark, settings.lake, "lake")
     lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
