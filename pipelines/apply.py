@@ -7,6 +7,7 @@ decode → reconcile the schema → newest change per key → ONE MERGE, idempot
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,14 +78,28 @@ class TableApplier:
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        if raw.isEmpty():  # availableNow runs one batch even when nothing is new
+            return
+        started = time.monotonic()
         env = envelopes(raw).persist()
         try:
-            self.apply(env, batch_id)
+            stats = self.apply(env, batch_id)
         finally:
             env.unpersist()
+        self.progress(
+            self.table.name,
+            {"batch": batch_id, "seconds": time.monotonic() - started, **stats.__dict__},
+        )
 
-    def apply(self, env: DataFrame, batch_id: int) -> None:
+    def apply(self, env: DataFrame, batch_id: int) -> BatchStats:
         decoded = decode_batch(env, self.table.name, self.table.placeholder)
+        decoded.persist()
+        try:
+            return self._apply(env, decoded, batch_id)
+        finally:
+            decoded.unpersist()
+
+    def _apply(self, env: DataFrame, decoded: Decoded, batch_id: int) -> BatchStats:
         stats = batch_stats(env, decoded)
         previous = self.sink.last_commit()
         key = decoded.key or (previous.key if previous else ())
@@ -102,7 +117,7 @@ class TableApplier:
             )
             faults.pause_if("after-commit", self.table.name, self.run_dir)
         stats.errors = self._dead_letters(decoded, batch_id)
-        self.progress(self.table.name, {"batch": batch_id, **stats.__dict__})
+        return stats
 
     def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
         """Create the table on its first change, or bring its columns up to the events'."""
@@ -137,11 +152,7 @@ class TableApplier:
         )
 
     def _dead_letters(self, decoded: Decoded, batch_id: int) -> int:
-        errors = decoded.errors.persist()
-        try:
-            count = errors.count()
-            if count:
-                self.errors.write(errors, f"{self.app_id}/errors", batch_id)
-            return count
-        finally:
-            errors.unpersist()
+        count = decoded.errors.count()
+        if count:
+            self.errors.write(decoded.errors, f"{self.app_id}/errors", batch_id)
+        return count

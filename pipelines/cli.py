@@ -105,7 +105,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         max_records_per_batch=args.max_records,
     )
     tables.captured(settings, list(options.resnapshot) or None)  # names must exist
-    return run.run(settings, refs, options)
+
+    def discover() -> list[tables.TableRef]:  # tables added to the connector files later
+        return tables.captured(settings, _names(args.tables) or None)
+
+    return run.run(settings, refs, options, discover=discover)
 
 
 def _query(args: argparse.Namespace, settings: Settings) -> int:

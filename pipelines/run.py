@@ -32,6 +32,9 @@ from pipelines.topics import wait_caught_up
 
 Out = Callable[[str], None]
 RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault
+DISCOVER_EVERY_S = 15.0  # how often a streaming run re-reads connectors/*.json for new tables
+SUMMARY_EVERY_S = 60.0  # how often a streaming run prints where every table stands
+Discover = Callable[[], list[TableRef]]
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,13 @@ class Pipeline:
         refs: list[TableRef],
         options: RunOptions,
         out: Out = print,
+        discover: Discover | None = None,
     ):
         self.spark, self.settings, self.options, self.out = spark, settings, options, out
         self.jobs = {r.name: TableJob(r) for r in refs}
+        self.discover = discover
         self.stopping = False
+        self.next_discovery = self.next_summary = 0.0
 
     # --- one table ---------------------------------------------------------------------------
     def _checkpoint(self, ref: TableRef) -> str:
@@ -181,9 +187,12 @@ class Pipeline:
         job.stats = stats
         if stats.get("records"):
             extra = f", {stats['errors']} → _errors" if stats.get("errors") else ""
+            seconds = float(stats["seconds"])
             self.out(
                 f"{table}: batch {stats['batch']}: {stats['changes']:,} changes from "
-                f"{stats['records']:,} records{extra}, LSN {lsn_text(int(stats['max_lsn']))}"
+                f"{stats['records']:,} records{extra} in {seconds:.1f}s "
+                f"({stats['changes'] / max(seconds, 1e-9):,.0f}/s), "
+                f"LSN {lsn_text(int(stats['max_lsn']))}"
             )
 
     # --- all tables --------------------------------------------------------------------------
@@ -242,15 +251,50 @@ class Pipeline:
         self.started_at = datetime.now(UTC).isoformat()
         self._write_state()
         while not self._finished():
-            for job in self.jobs.values():
+            for job in list(self.jobs.values()):
                 if self.stopping:
                     break
                 self._tick(job)
             if self.options.once:
                 self._await_once()
+            else:
+                self._periodic()
             time.sleep(0.2)
         self._stop_all()
         return self._report()
+
+    def _periodic(self) -> None:
+        now = time.monotonic()
+        if self.discover is not None and now >= self.next_discovery:
+            self.next_discovery = now + DISCOVER_EVERY_S
+            try:
+                found = self.discover()
+            except ChangelakeError as exc:  # a connector file mid-edit: keep running, say why
+                self.out(f"connector files not re-read: {exc}")
+                found = []
+            for ref in found:
+                if ref.name not in self.jobs:
+                    self.out(
+                        f"{ref.name}: added to {ref.connector}; snapshotting it when its "
+                        "topic has events"
+                    )
+                    self.jobs[ref.name] = TableJob(ref)
+        if now >= self.next_summary:
+            if self.next_summary:
+                self._summary()
+            self.next_summary = now + SUMMARY_EVERY_S
+
+    def _summary(self) -> None:
+        for name, job in self.jobs.items():
+            behind = "?"
+            progress = job.query.lastProgress if job.query is not None else None
+            if progress and progress.get("sources"):
+                metrics = progress["sources"][0].get("metrics") or {}
+                behind = str(metrics.get("maxOffsetsBehindLatest", "?"))
+            self.out(
+                f"{name}: {job.state}, {job.batches} batches, {job.changes:,} changes, "
+                f"{job.errors} errors, {behind} records behind"
+            )
 
     def _await_once(self) -> None:
         from pyspark.errors import StreamingQueryException
@@ -292,7 +336,13 @@ def install_signal_handlers(pipeline: Pipeline) -> None:
     signal.signal(signal.SIGTERM, request_stop)
 
 
-def run(settings: Settings, refs: list[TableRef], options: RunOptions, out: Out = print) -> int:
+def run(
+    settings: Settings,
+    refs: list[TableRef],
+    options: RunOptions,
+    out: Out = print,
+    discover: Discover | None = None,
+) -> int:
     from pipelines.spark import session
 
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
@@ -303,7 +353,7 @@ def run(settings: Settings, refs: list[TableRef], options: RunOptions, out: Out 
     spark = session(settings)
     lakefs.ensure_writable(spark, settings.lake, "lake")
     lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
-    pipeline = Pipeline(spark, settings, refs, options, out)
+    pipeline = Pipeline(spark, settings, refs, options, out, discover)
     install_signal_handlers(pipeline)
     out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
     try:

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from pipelines import faults, kafka_io
 from pipelines.apply import batch_stats
-from pipelines.changelog.batch import decode_batch
+from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, envelopes
 from pipelines.changelog.plan import after_truncate, latest_per_key
 from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
@@ -77,6 +77,23 @@ def _write(
     decoded = decode_batch(env, table.name, table.placeholder)
     if decoded.changes is None or not decoded.key:
         return None
+    decoded.persist()
+    try:
+        return _append(env, decoded, table, lake, app_id, ends, run_dir)
+    finally:
+        decoded.unpersist()
+
+
+def _append(
+    env: DataFrame,
+    decoded: Decoded,
+    table: TableRef,
+    lake: str,
+    app_id: str,
+    ends: dict[str, int],
+    run_dir: Path,
+) -> SnapshotResult:
+    assert decoded.changes is not None
     stats = batch_stats(env, decoded)
     rows = latest_per_key(
         after_truncate(decoded.changes, stats.truncate_lsn),
@@ -101,9 +118,9 @@ def _write(
         count = rows.count()
     finally:
         rows.unpersist()
-    errors = decoded.errors.persist()
-    bad = errors.count()
+    bad = decoded.errors.count()
     if bad:
-        ErrorsSink(f"{lake.rstrip('/')}/_errors").write(errors, f"{app_id}/snapshot-errors", 0)
-    errors.unpersist()
+        ErrorsSink(f"{lake.rstrip('/')}/_errors").write(
+            decoded.errors, f"{app_id}/snapshot-errors", 0
+        )
     return SnapshotResult(count, stats.records, bad, unresolved, meta)

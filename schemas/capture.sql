@@ -18,6 +18,8 @@ GRANT USAGE ON SCHEMA public, changelake TO debezium;
 GRANT SELECT ON ALL TABLES IN SCHEMA public TO debezium;
 ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO debezium;
 GRANT SELECT, INSERT, UPDATE ON changelake.heartbeat TO debezium;
+-- Incremental snapshots write their window markers into the signal table.
+GRANT SELECT, INSERT, UPDATE, DELETE ON changelake.debezium_signal TO debezium;
 
 -- Every table in these schemas is published; the connector's table.include.list chooses which
 -- ones it captures, so adding a table needs no change here.

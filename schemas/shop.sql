@@ -59,3 +59,11 @@ CREATE TABLE IF NOT EXISTS changelake.heartbeat (
     id  int PRIMARY KEY,
     ts  timestamptz NOT NULL
 );
+
+-- Debezium's signal table: INSERT a row ('execute-snapshot', '{"data-collections": [...]}') to
+-- snapshot a table added to the connector later, while streaming goes on (incremental snapshot).
+CREATE TABLE IF NOT EXISTS changelake.debezium_signal (
+    id    varchar(42) PRIMARY KEY,
+    type  varchar(32) NOT NULL,
+    data  varchar(2048)
+);

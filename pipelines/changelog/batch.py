@@ -14,18 +14,37 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.changelog.decode import Version, decode, malformed, versions
+from pipelines.changelog.decode import Version, decode, malformed, split, versions
 from pipelines.changelog.evolution import widens
 from pipelines.changelog.exceptions import SchemaError
 
 
-@dataclass(frozen=True)
+@dataclass
 class Decoded:
-    changes: DataFrame | None  # None when the batch holds no decodable change
-    errors: DataFrame
+    rows: DataFrame | None  # decoded rows, good and bad (see decode.split); None: no version
+    malformed: DataFrame  # records that are not even an envelope
     columns: T.StructType  # the table's columns as this batch's events describe them
     key: tuple[str, ...]
     toastable: tuple[str, ...]
+
+    def persist(self) -> None:
+        """Decode once: the stats, the MERGE and the dead letters all read the cached rows."""
+        if self.rows is not None:
+            self.rows = self.rows.persist()
+
+    def unpersist(self) -> None:
+        if self.rows is not None:
+            self.rows.unpersist()
+
+    @property
+    def changes(self) -> DataFrame | None:
+        return None if self.rows is None else split(self.rows)[0]
+
+    @property
+    def errors(self) -> DataFrame:
+        if self.rows is None:
+            return self.malformed
+        return self.malformed.unionByName(split(self.rows)[1])
 
 
 def _widest(table: str, rows: Sequence[Version]) -> T.StructType:
@@ -65,10 +84,9 @@ def _decode_batch(env: DataFrame, table: str, placeholder: str) -> Decoded:
     columns = _widest(table, rows or found)
     key = _key(table, rows)
     toastable = tuple(sorted({c for v in found for c, t in v.row.types.items() if t.toastable}))
-    parts, errors = [], [malformed(env)]
+    parts = []
     for version in found:
-        changes, bad = decode(env, version, placeholder)
-        errors.append(bad)
+        changes = decode(env, version, placeholder)
         parts.append(
             changes.select(
                 *[
@@ -80,4 +98,4 @@ def _decode_batch(env: DataFrame, table: str, placeholder: str) -> Decoded:
     union = (
         reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts) if parts else None
     )
-    return Decoded(union, reduce(DataFrame.union, errors), columns, key, toastable)
+    return Decoded(union, malformed(env), columns, key, toastable)

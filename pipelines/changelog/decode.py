@@ -31,6 +31,7 @@ _KEY_ENVELOPE = T.StructType([T.StructField("schema", T.StringType())])
 # Columns every change row carries besides the table's own.
 LSN, OP, SOURCE_TS = "_cdc_lsn", "_cdc_op", "_cdc_source_ts"
 PARTITION, OFFSET, TOASTED = "_kafka_partition", "_kafka_offset", "_toasted"
+REASON = "_reason"
 ERROR_COLUMNS = ("topic", "partition", "offset", "value", "reason", "at")
 
 
@@ -103,8 +104,9 @@ def _of_version(env: DataFrame, version: Version) -> DataFrame:
     )
 
 
-def decode(env: DataFrame, version: Version, placeholder: str) -> tuple[DataFrame, DataFrame]:
-    """Typed change rows and dead letters for the records of one schema version."""
+def decode(env: DataFrame, version: Version, placeholder: str) -> DataFrame:
+    """Typed change rows for the records of one schema version, each with the REASON it cannot
+    be applied (NULL for a good one): see `split`."""
     row = version.row
     record = T.StructType(
         [T.StructField("payload", row.payload_struct()), T.StructField(CORRUPT, T.StringType())]
@@ -138,10 +140,28 @@ def decode(env: DataFrame, version: Version, placeholder: str) -> tuple[DataFram
             reason = reason.when(op.isin("c", "u", "r", "d") & key_null, F.lit("no key value"))
     else:
         reason = reason.when(op != "t", F.lit("a truncate key on a row change"))
-    checked = typed.select("*", reason.alias("reason"))
-    errors = _error_rows(checked.where(F.col("reason").isNotNull()), F.col("reason"))
-    good = checked.where(F.col("reason").isNull())
-    return good.select(*_change_columns(row, image, placeholder)), errors
+    checked = typed.select("*", reason.alias(REASON))
+    # One pass makes both: change rows, and (where REASON is set) what a dead letter needs.
+    return checked.select(
+        *_change_columns(row, image, placeholder),
+        F.col(REASON),
+        F.when(F.col(REASON).isNotNull(), F.col("value_text")).alias("_value"),
+        F.col("topic").alias("_topic"),
+    )
+
+
+def split(checked: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Decoded rows → (change rows, dead letters)."""
+    good = checked.where(F.col(REASON).isNull()).drop(REASON, "_value", "_topic")
+    bad = checked.where(F.col(REASON).isNotNull()).select(
+        F.col("_topic").alias("topic"),
+        F.col(PARTITION).alias("partition"),
+        F.col(OFFSET).alias("offset"),
+        F.col("_value").alias("value"),
+        F.col(REASON).alias("reason"),
+        F.current_timestamp().alias("at"),
+    )
+    return good, bad
 
 
 def _change_columns(row: RowVersion, image: Column, placeholder: str) -> list[Column]:

@@ -22,6 +22,8 @@ from pipelines.topics import wait_caught_up
 from tests.compare import assert_same
 from tests.support import CLI, ROOT, changelake, wait_for
 
+SIGNAL_TABLE = "changelake.debezium_signal"
+
 
 @pytest.fixture(scope="session")
 def spark(settings: Settings) -> Iterator[SparkSession]:
@@ -106,6 +108,22 @@ class Pipeline:
     def assert_equal(self, table: str, key: list[str], **kw: Any) -> int:
         return assert_same(self.spark, self.dsn, f"public.{table}", self.path(table), key, **kw)
 
+    def wait_equal(self, table: str, key: list[str], timeout_s: float = 180) -> int:
+        """For a streaming run: wait until the derived table equals the source."""
+        last: list[str] = []
+
+        def equal() -> int | None:
+            try:
+                return self.assert_equal(table, key) or -1
+            except Exception as exc:  # not there yet, or still converging
+                last[:] = [str(exc)[:2000]]
+                return None
+
+        try:
+            return int(wait_for(equal, timeout_s, f"{table} to equal its source"))
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last difference:\n{last[0] if last else '-'}") from None
+
 
 @pytest.fixture
 def pipeline(
@@ -126,7 +144,7 @@ def pipeline(
         (tmp_path / "lake.json").write_text(
             f'{{"soft_delete": {list(soft_delete)!r}}}'.replace("'", '"')
         )
-        p.prefix = capture(",".join(f"public.{t}" for t in tables))
+        p.prefix = capture(",".join([*(f"public.{t}" for t in tables), SIGNAL_TABLE]))
         return p
 
     yield make

@@ -1,0 +1,57 @@
+"""A table added to the connector while the pipeline streams is snapshotted (Debezium's incremental
+snapshot through the signal table) and joins the run; the other tables never stop."""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from tests.integration.pipeline_fixtures import SIGNAL_TABLE, Pipeline
+
+pytestmark = pytest.mark.stack
+
+
+def test_table_added_later_joins_a_streaming_run(
+    pipeline: Callable[..., Pipeline], unique: str
+) -> None:
+    first, later = f"first_{unique}", f"later_{unique}"
+    p = pipeline(
+        [first],
+        [
+            f"CREATE TABLE public.{first} (id int PRIMARY KEY, v text)",
+            f"INSERT INTO public.{first} SELECT i, 'v' || i FROM generate_series(1, 20) i",
+            f"CREATE TABLE public.{later} (id int PRIMARY KEY, amount numeric(9,2))",
+            f"INSERT INTO public.{later} SELECT i, i / 4.0 FROM generate_series(1, 300) i",
+        ],
+    )
+    p.tables.append(later)  # dropped at the end too
+    p.caught_up()
+    proc = p.start("--trigger-seconds", "1")
+    try:
+        p.wait_equal(first, ["id"])
+
+        (connector,) = (p.home / "connectors").glob("*.json")
+        doc = json.loads(connector.read_text())
+        doc["config"]["table.include.list"] = f"public.{first},public.{later},{SIGNAL_TABLE}"
+        connector.write_text(json.dumps(doc))
+        p.cli("connectors", "apply", str(connector))
+        p.sql(
+            f"INSERT INTO {SIGNAL_TABLE} VALUES (%s, 'execute-snapshot', %s)",
+            (str(uuid.uuid4()), json.dumps({"data-collections": [f"public.{later}"]})),
+        )
+        p.sql(f"UPDATE public.{first} SET v = 'during' WHERE id % 3 = 0")
+        p.sql(f"UPDATE public.{later} SET amount = -amount WHERE id % 10 = 0")
+        p.sql(f"DELETE FROM public.{later} WHERE id > 290")
+
+        assert p.wait_equal(later, ["id"], timeout_s=240) == 290
+        p.sql(f"INSERT INTO public.{first} VALUES (100, 'after')")
+        p.wait_equal(first, ["id"])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0, output
+    assert f"{later}: added to" in output and f"{later}: snapshot" in output, output
