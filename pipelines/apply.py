@@ -16,9 +16,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipelines import faults
+from pipelines import faults, kafka_io
 from pipelines.changelog.batch import Decoded, decode_batch
-from pipelines.changelog.decode import LSN, OFFSET, OP, SOURCE_TS, TOASTED, envelopes
+from pipelines.changelog.decode import LSN, OFFSET, OP, SOURCE_TS, TOASTED, Fetch, envelopes
 from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.plan import after_truncate, latest_per_key
 from pipelines.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, ErrorsSink
@@ -61,6 +61,13 @@ def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
 Progress = Callable[[str, dict[str, Any]], None]
 
 
+def record_fetcher(bootstrap: str, topic: str) -> Fetch:
+    def fetch(partition: int, offset: int) -> tuple[bytes | None, bytes | None]:
+        return kafka_io.fetch_one(bootstrap, topic, partition, offset)
+
+    return fetch
+
+
 class TableApplier:
     """Keeps one Delta table in step with its topic, one batch at a time."""
 
@@ -72,8 +79,10 @@ class TableApplier:
         app_id: str,
         progress: Progress,
         run_dir: Path,
+        bootstrap: str,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
+        self.fetch = record_fetcher(bootstrap, table.topic)
         self.sink = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
 
@@ -92,7 +101,7 @@ class TableApplier:
         )
 
     def apply(self, env: DataFrame, batch_id: int) -> BatchStats:
-        decoded = decode_batch(env, self.table.name, self.table.placeholder)
+        decoded = decode_batch(env, self.table.name, self.table.placeholder, self.fetch)
         decoded.persist()
         try:
             return self._apply(env, decoded, batch_id)

@@ -153,3 +153,27 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
     client = admin(bootstrap)
     for future in client.delete_topics(topics).values():
         future.result(timeout=30)
+
+
+def fetch_one(
+    bootstrap: str, topic: str, partition: int, offset: int, timeout_s: float = 30.0
+) -> tuple[bytes | None, bytes | None]:
+    """The raw (key, value) of one record."""
+    consumer = _consumer(bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise RetryableError(f"Kafka read error on {topic}: {msg.error()}")
+            key, value = msg.key(), msg.value()
+            return (
+                key.encode() if isinstance(key, str) else key,
+                value.encode() if isinstance(value, str) else value,
+            )
+        raise RetryableError(f"{topic} partition {partition} offset {offset} not read in time")
+    finally:
+        consumer.close()

@@ -148,6 +148,7 @@ class Pipeline:
             self._app_id(ref),
             self._on_batch,
             self.settings.run_dir,
+            self.settings.kafka_bootstrap,
         )
 
         def apply(batch: Any, batch_id: int) -> None:

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import faults, kafka_io
-from pipelines.apply import batch_stats
+from pipelines.apply import batch_stats, record_fetcher
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, envelopes
 from pipelines.changelog.plan import after_truncate, latest_per_key
@@ -66,15 +66,22 @@ def snapshot(
     )
     env = envelopes(raw).persist()
     try:
-        return _write(env, table, lake, app_id, ends, run_dir)
+        return _write(env, table, lake, app_id, ends, run_dir, bootstrap)
     finally:
         env.unpersist()
 
 
 def _write(
-    env: DataFrame, table: TableRef, lake: str, app_id: str, ends: dict[str, int], run_dir: Path
+    env: DataFrame,
+    table: TableRef,
+    lake: str,
+    app_id: str,
+    ends: dict[str, int],
+    run_dir: Path,
+    bootstrap: str,
 ) -> SnapshotResult | None:
-    decoded = decode_batch(env, table.name, table.placeholder)
+    fetch = record_fetcher(bootstrap, table.topic)
+    decoded = decode_batch(env, table.name, table.placeholder, fetch)
     if decoded.changes is None or not decoded.key:
         return None
     decoded.persist()

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.changelog.decode import Version, decode, malformed, split, versions
+from pipelines.changelog.decode import Fetch, Version, decode, malformed, split, versions
 from pipelines.changelog.evolution import widens
 from pipelines.changelog.exceptions import SchemaError
 
@@ -69,17 +69,17 @@ def _key(table: str, rows: Sequence[Version]) -> tuple[str, ...]:
     return keys.pop() if keys else ()
 
 
-def decode_batch(env: DataFrame, table: str, placeholder: str) -> Decoded:
+def decode_batch(env: DataFrame, table: str, placeholder: str, fetch: Fetch) -> Decoded:
     try:
-        return _decode_batch(env, table, placeholder)
+        return _decode_batch(env, table, placeholder, fetch)
     except SchemaError as exc:
         if exc.message.startswith("table "):
             raise
         raise SchemaError(f"table {table}, {exc.message}", exc.hint) from exc
 
 
-def _decode_batch(env: DataFrame, table: str, placeholder: str) -> Decoded:
-    found = versions(env)
+def _decode_batch(env: DataFrame, table: str, placeholder: str, fetch: Fetch) -> Decoded:
+    found = versions(env, fetch)
     rows = [v for v in found if not v.row.truncate]
     columns = _widest(table, rows or found)
     key = _key(table, rows)
