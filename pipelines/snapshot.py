@@ -65,41 +65,39 @@ def snapshot(
         .load()
     )
     env = envelopes(raw).persist()
+    target = _Target(table, lake, app_id, ends, run_dir)
     try:
-        return _write(env, table, lake, app_id, ends, run_dir, bootstrap)
+        decoded = decode_batch(
+            env, table.name, table.placeholder, record_fetcher(bootstrap, table.topic)
+        )
+        if decoded.changes is None or not decoded.key:
+            return None
+        decoded.persist()
+        try:
+            return _append(env, decoded, target)
+        finally:
+            decoded.unpersist()
     finally:
         env.unpersist()
 
 
-def _write(
-    env: DataFrame,
-    table: TableRef,
-    lake: str,
-    app_id: str,
-    ends: dict[str, int],
-    run_dir: Path,
-    bootstrap: str,
-) -> SnapshotResult | None:
-    fetch = record_fetcher(bootstrap, table.topic)
-    decoded = decode_batch(env, table.name, table.placeholder, fetch)
-    if decoded.changes is None or not decoded.key:
-        return None
-    decoded.persist()
-    try:
-        return _append(env, decoded, table, lake, app_id, ends, run_dir)
-    finally:
-        decoded.unpersist()
+@dataclass(frozen=True)
+class _Target:
+    table: TableRef
+    lake: str
+    app_id: str
+    ends: dict[str, int]  # the end offsets taken before reading
+    run_dir: Path
 
 
-def _append(
-    env: DataFrame,
-    decoded: Decoded,
-    table: TableRef,
-    lake: str,
-    app_id: str,
-    ends: dict[str, int],
-    run_dir: Path,
-) -> SnapshotResult:
+def _append(env: DataFrame, decoded: Decoded, target: _Target) -> SnapshotResult:
+    table, lake, app_id, ends, run_dir = (
+        target.table,
+        target.lake,
+        target.app_id,
+        target.ends,
+        target.run_dir,
+    )
     assert decoded.changes is not None
     stats = batch_stats(env, decoded)
     rows = latest_per_key(

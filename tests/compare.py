@@ -90,16 +90,27 @@ def pg_rows(
         cur = conn.execute(f"SELECT * FROM {table}")
         names = [d.name for d in cur.description or []]
         rows = cur.fetchall()
-    out = {}
+    out: dict[Any, dict[str, Any]] = {}
     for row in rows:
-        rec = dict(zip(names, row, strict=True))
-        for c in json_columns:
-            if rec.get(c) is not None:
-                rec[c] = ("json", json.dumps(json.loads(rec[c]), sort_keys=True))
-        out[tuple(rec[k] for k in key)] = {
-            k: _compared(k, v, json_columns, numbers) for k, v in rec.items()
-        }
+        _add(out, dict(zip(names, row, strict=True)), key, json_columns, numbers, table)
     return out
+
+
+def _add(
+    out: dict[Any, dict[str, Any]],
+    rec: dict[str, Any],
+    key: list[str],
+    json_columns: set[str],
+    numbers: Collection[str],
+    where: str,
+) -> None:
+    """One row, in comparable form, under its key (a key seen twice is a failure)."""
+    ident = tuple(rec[k] for k in key)
+    assert ident not in out, f"duplicate key {rec} in {where}"
+    for c in json_columns:
+        if rec.get(c) is not None:
+            rec[c] = ("json", json.dumps(json.loads(rec[c]), sort_keys=True))
+    out[ident] = {k: _compared(k, v, json_columns, numbers) for k, v in rec.items()}
 
 
 def _compared(column: str, value: Any, json_columns: set[str], numbers: Collection[str]) -> Any:
@@ -150,13 +161,7 @@ def delta_rows(
     out: dict[Any, dict[str, Any]] = {}
     for row in frame.collect():
         rec = {k: v for k, v in row.asDict().items() if k not in META}
-        assert tuple(rec[k] for k in key) not in out, f"duplicate key {rec} in {path}"
-        for c in json_columns:
-            if rec.get(c) is not None:
-                rec[c] = ("json", json.dumps(json.loads(rec[c]), sort_keys=True))
-        out[tuple(rec[k] for k in key)] = {
-            k: _compared(k, v, json_columns, numbers) for k, v in rec.items()
-        }
+        _add(out, rec, key, json_columns, numbers, path)
     return out
 
 
