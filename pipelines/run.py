@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -57,6 +58,25 @@ class TableJob:
     changes: int = 0
     errors: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+ONCE_ATTEMPTS = 3  # a --once run gives a failing table this many tries, then reports it
+_CAUSE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+_WRAPPERS = ("py4j.", "org.apache.spark.sql.execution.streaming.", "java.util.concurrent.")
+_WRAPPER_NAMES = ("StreamingQueryException", "ForeachBatchUserFuncException")
+
+
+def cause(failure: str) -> str:
+    """The innermost real error in a streaming failure's text (Spark wraps the Python traceback
+    of foreachBatch in several layers of its own)."""
+    found = [
+        m
+        for line in failure.splitlines()
+        if (m := _CAUSE.match(line.strip())) and not m.group(1).startswith(_WRAPPERS)
+    ]
+    if found:
+        return f"{found[-1].group(1)}: {found[-1].group(2)}"[:500]
+    return failure.strip().splitlines()[0][:500] if failure.strip() else "unknown failure"
 
 
 def lsn_text(lsn: int) -> str:
@@ -235,7 +255,11 @@ class Pipeline:
     def _retry(self, job: TableJob, failure: str) -> None:
         delay = RESTART_DELAYS_S[min(job.failures, len(RESTART_DELAYS_S) - 1)]
         job.failures += 1
-        job.error = failure.splitlines()[0][:500]
+        job.error = cause(failure)
+        if self.options.once and job.failures >= ONCE_ATTEMPTS:  # --once must end
+            self.out(f"{job.ref.name}: STOPPED after {job.failures} failed attempts: {job.error}")
+            self._set(job, "stopped")
+            return
         job.retry_at = time.monotonic() + delay
         self.out(f"{job.ref.name}: batch failed ({job.error}); retrying in {delay:.0f}s")
         self._set(job, "failed")
