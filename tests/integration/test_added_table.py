@@ -16,6 +16,7 @@ from tests.integration.pipeline_fixtures import SIGNAL_TABLE, Pipeline
 from tests.support import wait_for
 
 pytestmark = pytest.mark.stack
+RESEND_S = 10.0  # how long an ignored snapshot signal waits before it is sent again
 
 
 def test_table_added_later_joins_a_streaming_run(
@@ -44,16 +45,20 @@ def test_table_added_later_joins_a_streaming_run(
         p.cli("connectors", "apply", str(connector))
         topic = f"{p.prefix}.public.{later}"
 
+        sent_at = [float("-inf")]
+
         def snapshot_requested() -> bool:
             # Connect may restart the task with the new config just after `apply` returns; a
-            # signal the old task reads is ignored (the table is not in its list): send again.
+            # signal the old task reads is ignored (the table is not in its list): so the signal
+            # is sent again every RESEND_S until the new table's topic exists.
             if topic in kafka_io.list_topics(p.settings.kafka_bootstrap, topic):
                 return True
-            p.sql(
-                f"INSERT INTO {SIGNAL_TABLE} VALUES (%s, 'execute-snapshot', %s)",
-                (str(uuid.uuid4()), json.dumps({"data-collections": [f"public.{later}"]})),
-            )
-            time.sleep(10)  # not synchronisation: the pace of re-sending an ignored signal
+            if time.monotonic() - sent_at[0] >= RESEND_S:
+                sent_at[0] = time.monotonic()
+                p.sql(
+                    f"INSERT INTO {SIGNAL_TABLE} VALUES (%s, 'execute-snapshot', %s)",
+                    (str(uuid.uuid4()), json.dumps({"data-collections": [f"public.{later}"]})),
+                )
             return False
 
         wait_for(snapshot_requested, 120, f"Debezium to snapshot {later}")
