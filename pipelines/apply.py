@@ -2,7 +2,8 @@
 
 Called by Structured Streaming's foreachBatch; everything here runs once per batch:
 decode → reconcile the schema → newest change per key → ONE MERGE, idempotent by
-(application id, batch id) and guarded by LSN.
+(application id, batch id) and guarded by LSN → the same rows to the table's search index, if it
+has one (one bulk per batch, versioned by LSN, so a replayed batch changes nothing there either).
 """
 
 from __future__ import annotations
@@ -18,10 +19,20 @@ from pyspark.sql import functions as F
 
 from pipelines import faults, kafka_io
 from pipelines.changelog.batch import Decoded, decode_batch
-from pipelines.changelog.decode import LSN, OFFSET, OP, SOURCE_TS, TOASTED, Fetch, envelopes
+from pipelines.changelog.decode import (
+    LSN,
+    OFFSET,
+    OP,
+    PARTITION,
+    SOURCE_TS,
+    TOASTED,
+    Fetch,
+    envelopes,
+)
 from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.plan import after_truncate, latest_per_key
 from pipelines.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, ErrorsSink
+from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.tables import TableRef
 
 
@@ -35,6 +46,8 @@ class BatchStats:
     max_lsn: int = 0
     max_source_ts: str | None = None
     offsets: dict[str, int] = field(default_factory=dict)
+    indexed: int = 0
+    stale: int = 0  # documents OpenSearch already held at a newer version
 
 
 def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
@@ -80,11 +93,13 @@ class TableApplier:
         progress: Progress,
         run_dir: Path,
         bootstrap: str,
+        search: SearchSink | None = None,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
         self.fetch = record_fetcher(bootstrap, table.topic)
         self.sink = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
+        self.search = search
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         if raw.isEmpty():  # availableNow runs one batch even when nothing is new
@@ -119,14 +134,45 @@ class TableApplier:
                 after_truncate(decoded.changes, stats.truncate_lsn),
                 key,
                 decoded.toastable if stats.toasted else (),
-            ).drop("_kafka_partition", OFFSET)
+            )
             faults.pause_if("before-merge", self.table.name, self.run_dir)
             self.sink.merge(
-                rows, key, stats.truncate_lsn, stats.toasted > 0, meta, self.app_id, batch_id
+                rows.drop(PARTITION, OFFSET),
+                key,
+                stats.truncate_lsn,
+                stats.toasted > 0,
+                meta,
+                self.app_id,
+                batch_id,
             )
             faults.pause_if("after-commit", self.table.name, self.run_dir)
-        stats.errors = self._dead_letters(decoded, batch_id)
+            self._index(rows, key, stats, meta, batch_id)
+        stats.errors += self._dead_letters(decoded, batch_id)
         return stats
+
+    def _index(
+        self,
+        rows: DataFrame,
+        key: tuple[str, ...],
+        stats: BatchStats,
+        meta: CommitMeta,
+        batch_id: int,
+    ) -> None:
+        """The batch's rows to the search index, after the MERGE: a placeholder the MERGE kept
+        is read back from the table, and a crash in between replays the batch here."""
+        if self.search is None:
+            return
+        faults.pause_if("before-index", self.table.name, self.run_dir)
+        stored = self.sink.all_rows if stats.toasted else None
+        result = self.search.apply(rows, key, stats.truncate_lsn, stored)
+        stats.indexed, stats.stale = result.written, result.stale
+        if result.rejected:
+            stats.errors += len(result.rejected)
+            frame = rejected_frame(
+                rows.sparkSession, self.table.topic, self.search.alias, result.rejected
+            )
+            self.errors.write(frame, f"{self.app_id}/search-errors", batch_id)
+        self.search.record(meta.max_lsn, meta.max_source_ts)
 
     def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
         """Create the table on its first change, or bring its columns up to the events'."""

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.exceptions import ChangelakeError
+from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings, load_settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -139,6 +139,61 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _search(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import tables
+    from pipelines.search import find
+    from pipelines.search.client import SearchClient
+    from pipelines.search.config import alias_for
+
+    only = _names(args.table) or None
+    indexed = [r for r in tables.captured(settings, only) if r.search is not None]
+    if not indexed:
+        raise ConfigError(
+            f"no indexed table{' named ' + args.table if args.table else ''}",
+            "declare it under indexes in schemas/search.json",
+        )
+    aliases = {alias_for(r.topic): r.search for r in indexed if r.search is not None}
+    tty = sys.stdout.isatty()
+    tags = find.JSON_TAGS if args.json else (("\x1b[1;33m", "\x1b[0m") if tty else ("**", "**"))
+    client = SearchClient(settings.opensearch_url, retry_for_s=0)
+    total, hits = find.search(client, aliases, args.text, args.filter, args.limit, tags)
+    if args.json:
+        print(find.format_json(total, hits))
+    else:
+        specs = {spec.table: spec for spec in aliases.values()}
+        print(find.format_text(args.text, total, hits, specs))
+    return 0
+
+
+def _reindex(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import tables
+    from pipelines.reindex import reindex
+    from pipelines.search.client import SearchClient
+    from pipelines.sinks.search import SearchSink
+    from pipelines.spark import session
+
+    (ref,) = tables.captured(settings, [args.table])
+    if ref.search is None:
+        raise ConfigError(
+            f"{args.table} is not indexed",
+            "declare it under indexes in schemas/search.json",
+        )
+    client = SearchClient(settings.opensearch_url, say=print)
+    client.request("GET", "/")  # name OpenSearch now, before Spark starts, if it is down
+    spark = session(settings, app="changelake-reindex")
+    try:
+        sink = SearchSink(client, ref.search, ref.topic, print)
+        done = reindex(spark, ref, settings.lake, sink, print)
+    finally:
+        spark.stop()
+    print(
+        f"{ref.name}: {done.docs:,} documents in {done.index} ({done.seconds:.1f}s, "
+        f"{done.docs / max(done.seconds, 1e-9):,.0f} docs/s); {done.caught_up:,} changes made "
+        f"meanwhile replayed; alias {sink.alias} now points at it"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="changelake",
@@ -201,6 +256,24 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true", help="a JSON array of objects")
     fmt.add_argument("--csv", action="store_true", help="CSV with a header line")
     p.set_defaults(handler=_query)
+
+    p = sub.add_parser("search", help="full-text search over the indexed tables")
+    p.add_argument("text", help='words to find, e.g. "steel chair" ("" matches everything)')
+    p.add_argument("--table", help="only these indexed tables, comma-separated")
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="narrow the results (repeatable); numeric and date fields also take <, <=, >, >=",
+    )
+    p.add_argument("--limit", type=int, default=10, help="how many results (default 10)")
+    p.add_argument("--json", action="store_true", help="results as JSON, for programs")
+    p.set_defaults(handler=_search)
+
+    p = sub.add_parser("reindex", help="rebuild a table's index from Delta, then swap its alias")
+    p.add_argument("table", help="an indexed table (see schemas/search.json)")
+    p.set_defaults(handler=_reindex)
 
     p = sub.add_parser("status", help="each derived table: rows, applied LSN, lag, errors")
     p.add_argument("--json", action="store_true", help="for programs")

@@ -24,9 +24,12 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import kafka_io, lakefs
 from pipelines.apply import TableApplier
-from pipelines.exceptions import ChangelakeError
+from pipelines.exceptions import ChangelakeError, RetryableError
+from pipelines.reindex import reindex
+from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
+from pipelines.sinks.search import SearchSink
 from pipelines.snapshot import snapshot
 from pipelines.tables import TableRef
 from pipelines.topics import wait_caught_up
@@ -98,6 +101,7 @@ class Pipeline:
         self.discover = discover
         self.stopping = False
         self.next_discovery = self.next_summary = 0.0
+        self.search_client = SearchClient(settings.opensearch_url, say=out)
 
     # --- one table ---------------------------------------------------------------------------
     def _checkpoint(self, ref: TableRef) -> str:
@@ -130,6 +134,7 @@ class Pipeline:
             lake,
             self._app_id(ref),
             self.settings.run_dir,
+            check=ref.search.check if ref.search else None,
         )
         if result is None:
             self._set(job, "waiting")
@@ -159,6 +164,21 @@ class Pipeline:
             return "earliest"
         return json.dumps({ref.topic: {p: int(o) for p, o in meta.offsets.items()}})
 
+    def _search(self, ref: TableRef) -> SearchSink | None:
+        """The table's index, built from the Delta table first if it is missing (a new table, a
+        crash between snapshot and index, a table newly named in search.json) or was built for
+        other fields."""
+        if ref.search is None:
+            return None
+        sink = SearchSink(self.search_client, ref.search, ref.topic, self.out)
+        if not sink.up_to_date():
+            done = reindex(self.spark, ref, self.settings.lake, sink, self.out)
+            self.out(
+                f"{ref.name}: indexed {done.docs:,} documents into {done.index} in "
+                f"{done.seconds:.1f}s ({done.docs / max(done.seconds, 1e-9):,.0f} docs/s)"
+            )
+        return sink
+
     def _start(self, job: TableJob) -> None:
         ref = job.ref
         applier = TableApplier(
@@ -169,6 +189,7 @@ class Pipeline:
             self._on_batch,
             self.settings.run_dir,
             self.settings.kafka_bootstrap,
+            self._search(ref),
         )
 
         def apply(batch: Any, batch_id: int) -> None:
@@ -208,6 +229,9 @@ class Pipeline:
         job.stats = stats
         if stats.get("records"):
             extra = f", {stats['errors']} → _errors" if stats.get("errors") else ""
+            if job.ref.search is not None:
+                extra += f", {stats.get('indexed', 0):,} indexed"
+                extra += f" ({stats['stale']:,} stale)" if stats.get("stale") else ""
             seconds = float(stats["seconds"])
             self.out(
                 f"{table}: batch {stats['batch']}: {stats['changes']:,} changes from "
@@ -238,8 +262,15 @@ class Pipeline:
         if job.state in ("pending", "waiting") or (
             job.state == "failed" and time.monotonic() >= job.retry_at
         ):
-            if self._prepare(job):
-                self._start(job)
+            try:
+                if self._prepare(job):
+                    self._start(job)
+            except RetryableError as exc:  # a service down: try again later
+                self._retry(job, str(exc))
+            except ChangelakeError as exc:  # this table's configuration or schema
+                job.error = str(exc)
+                self.out(f"{job.ref.name}: STOPPED: {job.error}")
+                self._set(job, "stopped")
             return
         if job.state != "running" or job.query is None or job.query.isActive:
             return
@@ -371,6 +402,8 @@ def run(
     from pipelines.spark import session
 
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
+    if any(r.search for r in refs):  # and OpenSearch, if an index is configured
+        SearchClient(settings.opensearch_url, retry_for_s=0).request("GET", "/")
     if options.once:  # "everything available" = every change committed before this command
         for slot in sorted({r.slot for r in refs}):
             out(f"waiting until Debezium has read everything committed so far (slot {slot})")

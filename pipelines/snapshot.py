@@ -9,11 +9,13 @@ stream starts at exactly the next record.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pipelines import faults, kafka_io
 from pipelines.apply import batch_stats, record_fetcher
@@ -50,8 +52,10 @@ def snapshot(
     lake: str,
     app_id: str,
     run_dir: Path,
+    check: Callable[[T.StructType], None] | None = None,
 ) -> SnapshotResult | None:
-    """Create the table from its topic; None if the topic has nothing to snapshot yet."""
+    """Create the table from its topic; None if the topic has nothing to snapshot yet. `check`
+    sees the table's columns before anything is written (the search config is checked there)."""
     ends = end_offsets(bootstrap, table.topic)
     if ends is None:
         return None
@@ -72,6 +76,8 @@ def snapshot(
         )
         if decoded.changes is None or not decoded.key:
             return None
+        if check is not None:
+            check(decoded.columns)
         decoded.persist()
         try:
             return _append(env, decoded, target)

@@ -2,7 +2,8 @@
 
 Per table: the LSN and source commit time its last commit applied (from the commit's own
 metadata, so it is exactly what the table holds), the Kafka records not applied yet, dead letters
-and the pipeline's state. Per replication slot: the WAL Postgres keeps for Debezium.
+and the pipeline's state; for an indexed table, its index's applied LSN and document count beside
+the table's. Per replication slot: the WAL Postgres keeps for Debezium.
 
 A service that does not answer becomes an entry in `problems` and `None` in the fields it feeds:
 status is what people run when something is wrong, so it must not fail with it.
@@ -21,8 +22,10 @@ from confluent_kafka import KafkaException
 from pipelines import kafka_io, tables
 from pipelines.exceptions import ChangelakeError
 from pipelines.query import errors_path, grid
+from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DELETED, CommitMeta, DeltaSink
+from pipelines.sinks.search import SearchSink
 from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
 
@@ -52,9 +55,11 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     absent = {"state": "not in this run" if pipeline["running"] else NOT_RUNNING, "error": None}
     marks = _marks(settings.kafka_bootstrap, [r.topic for r in refs], problems)
     errors = _error_counts(spark, settings)
+    client = SearchClient(settings.opensearch_url, retry_for_s=0)
     report_tables = {
         ref.name: {
             **_table_report(spark, settings, ref, marks),
+            "index": _index_report(client, ref, problems),
             "errors": errors.get(ref.topic, 0),
             **states.get(ref.name, absent),
         }
@@ -119,6 +124,31 @@ def _table_report(
         "source_commit_time": meta.max_source_ts if meta else None,
         "lag_records": _lag(marks, ref.topic, meta),
     }
+
+
+def _index_report(
+    client: SearchClient, ref: TableRef, problems: list[str]
+) -> dict[str, Any] | None:
+    """The index's alias, generation, documents and applied LSN (None: the table is not indexed)."""
+    if ref.search is None:
+        return None
+    sink = SearchSink(client, ref.search, ref.topic, lambda _text: None)
+    report: dict[str, Any] = {"alias": sink.alias, "index": None, "docs": None}
+    report |= {"applied_lsn": None, "applied_lsn_pg": None}
+    try:
+        indexes = sink.indexes()
+        if indexes:
+            count = client.request("GET", f"/{sink.alias}/_count")
+            report |= {"index": indexes[0], "docs": int(count["count"])}
+        state = sink.state() or {}
+    except ChangelakeError as exc:
+        if not any(p.startswith("OpenSearch") for p in problems):
+            problems.append(_first_line(exc))
+        return report
+    lsn = state.get("applied_lsn")
+    if lsn is not None:
+        report |= {"applied_lsn": int(lsn), "applied_lsn_pg": pg_lsn(int(lsn))}
+    return report
 
 
 def _row_counts(spark: SparkSession, sink: DeltaSink) -> dict[str, int | None]:
@@ -210,8 +240,18 @@ def _first_line(exc: BaseException) -> str:
 
 # --- Printing ----------------------------------------------------------------------------------
 
-_HEADER = ["table", "state", "rows", "applied LSN", "source commit time", "lag", "errors"]
-_RIGHT = [False, False, True, False, False, True, True]
+_HEADER = [
+    "table",
+    "state",
+    "rows",
+    "applied LSN",
+    "source commit time",
+    "lag",
+    "index LSN",
+    "docs",
+    "errors",
+]
+_RIGHT = [False, False, True, False, False, True, False, True, True]
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -245,8 +285,17 @@ def _table_cells(name: str, t: dict[str, Any]) -> list[str]:
         t["applied_lsn_pg"] or "-",
         t["source_commit_time"] or "-",
         _number(t["lag_records"]),
+        *_index_cells(t.get("index")),
         _number(t["errors"]),
     ]
+
+
+def _index_cells(index: dict[str, Any] | None) -> list[str]:
+    if index is None:
+        return ["(not indexed)", "-"]
+    if index["index"] is None:
+        return ["(no index yet)", "-"]
+    return [index["applied_lsn_pg"] or "-", _number(index["docs"])]
 
 
 def _number(value: int | None) -> str:

@@ -2,7 +2,7 @@
 
 A connector's `table.include.list` names the captured tables and its `topic.prefix` their topics
 (`<prefix>.<schema>.<table>`). changelake's own schema (the heartbeat) is not derived.
-`schemas/lake.json` holds per-table options (soft deletes).
+`schemas/lake.json` holds per-table options (soft deletes); `schemas/search.json` what is indexed.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from pipelines import connectors
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER
 from pipelines.exceptions import ConfigError
+from pipelines.search.config import IndexSpec, config_path, load_specs
 from pipelines.settings import Settings
 
 OWN_SCHEMA = "changelake"
@@ -29,6 +30,7 @@ class TableRef:
     slot: str
     placeholder: str = DEFAULT_PLACEHOLDER
     soft_delete: bool = False
+    search: IndexSpec | None = None  # what of it is indexed, if anything
 
     def path(self, root: str) -> str:
         return f"{root.rstrip('/')}/{self.schema}/{self.name}"
@@ -58,7 +60,9 @@ def _soft_delete_tables(path: Path) -> set[str]:
     return set(names)
 
 
-def _from_connector(cf: connectors.ConnectorFile, soft: set[str]) -> list[TableRef]:
+def _from_connector(
+    cf: connectors.ConnectorFile, soft: set[str], search: dict[str, IndexSpec]
+) -> list[TableRef]:
     prefix = cf.config.get("topic.prefix", "")
     placeholder = cf.config.get("unavailable.value.placeholder", DEFAULT_PLACEHOLDER)
     refs = []
@@ -77,6 +81,7 @@ def _from_connector(cf: connectors.ConnectorFile, soft: set[str]) -> list[TableR
                 slot=cf.config.get("slot.name", ""),
                 placeholder=placeholder,
                 soft_delete=name in soft,
+                search=search.get(name),
             )
         )
     return refs
@@ -87,17 +92,25 @@ def captured(
 ) -> list[TableRef]:
     """Every derived table, or those named in `only` (an unknown name is an error)."""
     soft = _soft_delete_tables(lake_config_path(settings))
+    search = load_specs(config_path(settings))
     refs: list[TableRef] = []
     for path in files or connectors.default_files(settings):
         loaded, problems = connectors.load(path)
         if loaded is None:
             raise ConfigError("\n".join(str(p) for p in problems))
-        refs += _from_connector(loaded, soft)
+        refs += _from_connector(loaded, soft, search)
     known = {r.name for r in refs}
     unknown = sorted(set(soft) - known)
     if unknown:
         raise ConfigError(
             f"{lake_config_path(settings)}: soft_delete: no captured table {unknown[0]}"
+        )
+    unindexable = sorted(set(search) - known)
+    if unindexable:
+        raise ConfigError(
+            f"{config_path(settings)}: indexes.{unindexable[0]}: no captured table "
+            f"{unindexable[0]}",
+            f"captured tables: {', '.join(sorted(known))} (from connectors/*.json)",
         )
     if not only:
         return refs

@@ -71,14 +71,26 @@ class DeltaSink:
 
     def last_commit(self) -> CommitMeta | None:
         """The newest commit that says what it covers (schema changes record nothing)."""
-        if not self.exists():
-            return None
+        return self.latest()[1] if self.exists() else None
+
+    def latest(self) -> tuple[int, CommitMeta | None]:
+        """The table's newest version, and the newest commit metadata at or before it."""
         history = DeltaTable.forPath(self.spark, self.path).history(50)
-        for row in history.select("userMetadata").collect():
-            meta = CommitMeta.parse(row[0])
-            if meta is not None:
-                return meta
-        return None
+        rows = history.select("version", "userMetadata").collect()
+        metas = (CommitMeta.parse(row[1]) for row in rows)
+        return int(rows[0][0]), next((m for m in metas if m is not None), None)
+
+    def all_rows(self) -> DataFrame:
+        """Every row as stored now, soft-deleted ones included."""
+        return self.spark.read.format("delta").load(self.path)
+
+    def live_rows(self, version: int | None = None) -> DataFrame:
+        """The rows a reader sees (soft-deleted ones left out), at `version` or the newest."""
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        rows = reader.load(self.path)
+        return rows.where(~rows[DELETED]) if self.soft_delete else rows
 
     def data_schema(self) -> T.StructType:
         skip = {*META_COLUMNS, *SOFT_COLUMNS}
