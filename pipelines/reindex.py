@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from pipelines.changelog.decode import LSN, OP
 from pipelines.exceptions import ConfigError
-from pipelines.sinks.delta import DeltaSink
-from pipelines.sinks.search import SearchSink
+from pipelines.sinks.delta import DeltaSink, ErrorsSink
+from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.tables import TableRef
 
 
@@ -28,6 +28,7 @@ class ReindexResult:
     seconds: float
     caught_up: int  # documents written or deleted for commits made during the build
     lsn: int
+    rejected: int  # documents OpenSearch refused, now in `_errors`
 
 
 def reindex(
@@ -45,6 +46,7 @@ def reindex(
     rows = delta.live_rows(first)
     out(f"{table.name}: building a new index for alias {sink.alias} from Delta version {first}")
     built = sink.build(rows, rows.schema, meta.key)
+    rejected = list(built.rejected)
     last, newest = delta.latest()
     caught_up = 0
     if last != first and newest is not None:
@@ -60,6 +62,13 @@ def reindex(
             changed.unionByName(gone, allowMissingColumns=True), meta.key, None, None
         )
         caught_up = result.written
+        rejected += result.rejected
+    if rejected:
+        errors = rejected_frame(spark, table.topic, built.index, rejected)
+        ErrorsSink(f"{lake.rstrip('/')}/_errors").write(errors, f"changelake/{built.index}", 0)
+        out(f"{table.name}: {len(rejected)} documents OpenSearch refused → _errors")
     final = newest or meta
     sink.record(final.max_lsn, final.max_source_ts)
-    return ReindexResult(built.index, built.docs, built.seconds, caught_up, final.max_lsn)
+    return ReindexResult(
+        built.index, built.docs, built.seconds, caught_up, final.max_lsn, len(rejected)
+    )

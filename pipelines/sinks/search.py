@@ -40,6 +40,7 @@ class BuildResult:
     index: str
     docs: int
     seconds: float
+    rejected: list[Rejected]
 
 
 class SearchSink:
@@ -80,7 +81,7 @@ class SearchSink:
         except BaseException:
             self.client.request("DELETE", f"/{index}", missing_ok=True)
             raise
-        return BuildResult(index, result.written, time.monotonic() - started)
+        return BuildResult(index, result.written, time.monotonic() - started, result.rejected)
 
     def apply(
         self,
@@ -159,13 +160,18 @@ class SearchSink:
         return [i["index"] for i in found or [] if pattern.fullmatch(i["index"])]
 
     def _truncate(self, truncate_lsn: int) -> None:
-        self.client.request(
-            "POST", f"/{self.alias}/_refresh"
-        )  # delete_by_query sees refreshed docs
-        body = {"query": {"range": {LSN: {"lt": truncate_lsn}}}}
-        self.client.request(
-            "POST", f"/{self.alias}/_delete_by_query?conflicts=proceed&refresh=true", body
-        )
+        """Delete every document older than the truncate, each with the truncate's LSN as its
+        version, so a late replay of a wiped row is refused too."""
+        query = {"range": {LSN: {"lt": truncate_lsn}}}
+        while True:
+            self.client.request("POST", f"/{self.alias}/_refresh")  # searches see refreshed docs
+            found = self.client.request(
+                "POST", f"/{self.alias}/_search", {"size": 5000, "_source": False, "query": query}
+            )
+            ids = [hit["_id"] for hit in found["hits"]["hits"]]
+            if not ids:
+                return
+            self.writer.write((Doc(i, truncate_lsn, True, None) for i in ids), self.alias, True)
 
     def _ensure_state_index(self) -> None:
         if self._state_ready:

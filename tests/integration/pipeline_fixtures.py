@@ -3,6 +3,7 @@ test's own (its own connector, lake and checkpoints under tmp_path)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -53,7 +54,11 @@ class Pipeline:
             "CHANGELAKE_CHECKPOINTS": str(self.home / "checkpoints"),
             "CHANGELAKE_CONNECTORS_DIR": str(self.home / "connectors"),
             "CHANGELAKE_LAKE_CONFIG": str(self.home / "lake.json"),
+            "CHANGELAKE_SEARCH_CONFIG": str(self.home / "search.json"),
         }
+
+    def alias(self, table: str) -> str:
+        return f"{self.prefix}.public.{table}".lower()
 
     def path(self, table: str) -> str:
         return f"{self.home / 'lake'}/public/{table}"
@@ -136,14 +141,19 @@ def pipeline(
     """`pipeline(tables, ddl)` runs the DDL (and seed rows), then captures those tables."""
     made: list[Pipeline] = []
 
-    def make(tables: list[str], ddl: list[str], soft_delete: tuple[str, ...] = ()) -> Pipeline:
+    def make(
+        tables: list[str],
+        ddl: list[str],
+        soft_delete: tuple[str, ...] = (),
+        search: dict[str, dict[str, str]] | None = None,
+    ) -> Pipeline:
         p = Pipeline(settings, admin_dsn, spark, tmp_path, tables=tables)
         made.append(p)
         for statement in ddl:
             p.sql(statement)
-        (tmp_path / "lake.json").write_text(
-            f'{{"soft_delete": {list(soft_delete)!r}}}'.replace("'", '"')
-        )
+        (tmp_path / "lake.json").write_text(json.dumps({"soft_delete": list(soft_delete)}))
+        indexes = {t: {"fields": fields} for t, fields in (search or {}).items()}
+        (tmp_path / "search.json").write_text(json.dumps({"indexes": indexes}))
         p.prefix = capture(",".join([*(f"public.{t}" for t in tables), SIGNAL_TABLE]))
         return p
 
