@@ -31,7 +31,9 @@ down: ## stop the local stack
 DEMO_QUERY ?= SELECT c.country, count(DISTINCT o.id) AS orders, sum(o.total) AS revenue \
   FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY c.country ORDER BY revenue DESC
 
-demo: up ## seed the shop, snapshot it into Delta, run a workload, apply it, query the lake
+DEMO_SEARCH ?= handmade lamp
+
+demo: up ## seed the shop, snapshot it into Delta and OpenSearch, run a workload, apply it, query the lake, search
 	@$(CHANGELAKE) demo seed --rows $(DEMO_ROWS)
 	@$(CHANGELAKE) run --once
 	@$(CHANGELAKE) demo load --rate $(DEMO_RATE) --seconds $(DEMO_SECONDS)
@@ -39,6 +41,8 @@ demo: up ## seed the shop, snapshot it into Delta, run a workload, apply it, que
 	@$(CHANGELAKE) run --once
 	@echo "revenue by country, from the derived Delta tables:"
 	@$(CHANGELAKE) query "$(DEMO_QUERY)"
+	@echo 'products in stock matching "$(DEMO_SEARCH)", from the OpenSearch index:'
+	@$(CHANGELAKE) search "$(DEMO_SEARCH)" --table products --filter in_stock=true --limit 5
 
 test: setup ## the whole suite against the real services (starts the stack if none runs)
 	@$(BIN)/pytest -q

@@ -101,7 +101,7 @@ class Pipeline:
         self.discover = discover
         self.stopping = False
         self.next_discovery = self.next_summary = 0.0
-        self.search_client = SearchClient(settings.opensearch_url, say=out)
+        self.search_client = SearchClient(settings.opensearch_url, settings.search_retry_s, out)
 
     # --- one table ---------------------------------------------------------------------------
     def _checkpoint(self, ref: TableRef) -> str:
@@ -195,7 +195,9 @@ class Pipeline:
         def apply(batch: Any, batch_id: int) -> None:
             try:
                 applier(batch, batch_id)
-            except ChangelakeError as exc:
+            except RetryableError:  # a service that may come back (OpenSearch): restart later
+                raise
+            except ChangelakeError as exc:  # the table's own problem: it stops
                 job.error = str(exc)
                 raise
 

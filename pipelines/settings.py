@@ -104,6 +104,9 @@ class Settings:
     lake: str = ""
     checkpoints: str = ""
     connectors_override: Path | None = None  # CHANGELAKE_CONNECTORS_DIR
+    # How long a batch keeps retrying an unreachable or overloaded OpenSearch before it fails and
+    # the run restarts it (CHANGELAKE_SEARCH_RETRY_SECONDS).
+    search_retry_s: float = 600.0
 
     @cached_property
     def versions(self) -> Versions:
@@ -180,4 +183,18 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         connectors_override=(
             Path(env["CHANGELAKE_CONNECTORS_DIR"]) if env.get("CHANGELAKE_CONNECTORS_DIR") else None
         ),
+        search_retry_s=_seconds(env, "CHANGELAKE_SEARCH_RETRY_SECONDS", 600.0),
     )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise ConfigError(f"{name}={text!r}: expected a number of seconds (0 or more)")
+    return value

@@ -87,8 +87,10 @@ class Pipeline:
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return changelake(*args, check=check, env=self.env)
 
-    def start(self, *args: str, fault: str | None = None) -> subprocess.Popen[str]:
-        env = dict(self.env)
+    def start(
+        self, *args: str, fault: str | None = None, env_extra: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        env = {**self.env, **(env_extra or {})}
         if fault:
             env["CHANGELAKE_FAULT_PAUSE"] = fault
         return subprocess.Popen(

@@ -184,9 +184,15 @@ def test_index_catches_up_after_an_outage_and_reindexes_under_load(
         except Exception:  # the index is not there yet, or OpenSearch is starting
             return False
 
-    proc = p.start("--trigger-seconds", "1")
+    def streaming() -> bool:  # the index is built and recorded; the stream starts next
+        return index_equal() and bool(SearchSink(client, spec, topic, print).state())
+
+    spec = load_specs(p.home / "search.json")[t]
+    topic = f"{p.prefix}.public.{t}"
+    # A short retry budget: the outage outlasts it, so the batch also fails and is restarted.
+    proc = p.start("--trigger-seconds", "1", env_extra={"CHANGELAKE_SEARCH_RETRY_SECONDS": "10"})
     try:
-        wait_for(index_equal, 240, "the snapshot to be searchable")
+        wait_for(streaming, 240, "the snapshot to be searchable")
 
         # OpenSearch stops; the next batch commits to Delta and then waits on OpenSearch.
         changelake("stack", "down", "opensearch")
@@ -216,3 +222,4 @@ def test_index_catches_up_after_an_outage_and_reindexes_under_load(
         output = proc.communicate(timeout=120)[0]
     assert proc.returncode == 0, output
     assert "opensearch: OpenSearch is not reachable" in output, output
+    assert f"{t}: batch failed (" in output, output  # ... and the restarted batch caught up

@@ -544,3 +544,19 @@ def test_every_long_running_dependency_has_a_healthcheck(
         for dependency, spec in svc.get("depends_on", {}).items():
             if spec["condition"] == "service_healthy":
                 assert services[dependency].get("healthcheck"), f"{name} waits on {dependency}"
+
+
+def test_pipeline_reads_the_repository_connectors_and_schemas(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    """The running pipeline sees the same connector files, lake.json and search.json as the
+    local stack, so editing one takes effect on restart without rebuilding the image."""
+    svc = services["pipeline"]
+    mounts = {Path(target): (source, ro) for source, target, ro in bind_mounts(svc)}
+    for folder in (settings.connectors_dir, settings.schemas_dir):
+        in_container = Path(svc["working_dir"]) / folder.name
+        assert in_container in mounts, f"{folder.name}/ is not mounted into the pipeline"
+        source, read_only = mounts[in_container]
+        assert source.resolve() == folder.resolve() and read_only
+    assert env_of(svc)["CHANGELAKE_OPENSEARCH_HOST"] == "opensearch"
+    assert svc["depends_on"]["opensearch"]["condition"] == "service_healthy"
