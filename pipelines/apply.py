@@ -8,8 +8,9 @@ has one (one bulk per batch, versioned by LSN, so a replayed batch changes nothi
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,15 @@ class BatchStats:
     offsets: dict[str, int] = field(default_factory=dict)
     indexed: int = 0
     stale: int = 0  # documents OpenSearch already held at a newer version
+    phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - started
 
 
 def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
@@ -124,11 +134,15 @@ class TableApplier:
             decoded.unpersist()
 
     def _apply(self, env: DataFrame, decoded: Decoded, batch_id: int) -> BatchStats:
+        started = time.monotonic()
         stats = batch_stats(env, decoded)
-        previous = self.sink.last_commit()
+        stats.phases["decode"] = time.monotonic() - started
+        with stats.timed("prepare"):
+            previous = self.sink.last_commit()
         key = decoded.key or (previous.key if previous else ())
         if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
-            self._prepare(decoded, previous, key)
+            with stats.timed("prepare"):
+                self._prepare(decoded, previous, key)
             meta = self._meta(stats, previous, key)
             rows = latest_per_key(
                 after_truncate(decoded.changes, stats.truncate_lsn),
@@ -136,18 +150,21 @@ class TableApplier:
                 decoded.toastable if stats.toasted else (),
             )
             faults.pause_if("before-merge", self.table.name, self.run_dir)
-            self.sink.merge(
-                rows.drop(PARTITION, OFFSET),
-                key,
-                stats.truncate_lsn,
-                stats.toasted > 0,
-                meta,
-                self.app_id,
-                batch_id,
-            )
+            with stats.timed("merge"):
+                self.sink.merge(
+                    rows.drop(PARTITION, OFFSET),
+                    key,
+                    stats.truncate_lsn,
+                    stats.toasted > 0,
+                    meta,
+                    self.app_id,
+                    batch_id,
+                )
             faults.pause_if("after-commit", self.table.name, self.run_dir)
-            self._index(rows, key, stats, meta, batch_id)
-        stats.errors += self._dead_letters(decoded, batch_id)
+            with stats.timed("index"):
+                self._index(rows, key, stats, meta, batch_id)
+        with stats.timed("errors"):
+            stats.errors += self._dead_letters(decoded, batch_id)
         return stats
 
     def _index(

@@ -239,7 +239,8 @@ class Pipeline:
                 f"{table}: batch {stats['batch']}: {stats['changes']:,} changes from "
                 f"{stats['records']:,} records{extra} in {seconds:.1f}s "
                 f"({stats['changes'] / max(seconds, 1e-9):,.0f}/s), "
-                f"LSN {lsn_text(int(stats['max_lsn']))}"
+                f"LSN {lsn_text(int(stats['max_lsn']))} "
+                f"[{', '.join(f'{k} {v:.1f}' for k, v in stats.get('phases', {}).items())}]"
             )
 
     # --- all tables --------------------------------------------------------------------------
