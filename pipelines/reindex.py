@@ -50,12 +50,17 @@ def reindex(
     last, newest = delta.latest()
     caught_up = 0
     if last != first and newest is not None:
+        key = list(meta.key)
         now = delta.live_rows(last)
-        changed = now.where(F.col(LSN) > meta.max_lsn)
+        # By (key, LSN), not by "LSN above the build's highest": transactions commit out of LSN
+        # order, so a row changed meanwhile can carry a lower LSN than some row already built.
+        changed = now.join(rows.select(*key, LSN), [*key, LSN], "left_anti")
+        # A key gone meanwhile is deleted at its built LSN + 1: above the built document, and
+        # never above the real delete, so a re-insert after it still wins.
         gone = (
-            rows.select(*meta.key)
-            .join(now.select(*meta.key), list(meta.key), "left_anti")
-            .withColumn(LSN, F.lit(newest.max_lsn))
+            rows.select(*key, LSN)
+            .join(now.select(*key), key, "left_anti")
+            .withColumn(LSN, F.col(LSN) + 1)
             .withColumn(OP, F.lit("d"))
         )
         result = sink.apply(

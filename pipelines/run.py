@@ -57,6 +57,7 @@ class TableJob:
     query: StreamingQuery | None = None
     failures: int = 0
     retry_at: float = 0.0
+    snapshotted: bool = False  # its index is rebuilt before the stream starts
     batches: int = 0
     changes: int = 0
     errors: int = 0
@@ -140,6 +141,7 @@ class Pipeline:
             self._set(job, "waiting")
             return False
         took = time.monotonic() - started
+        job.snapshotted = True
         self.out(
             f"{ref.name}: snapshot {result.rows:,} rows from {result.records:,} records in "
             f"{took:.1f}s ({result.rows / max(took, 1e-9):,.0f} rows/s), up to LSN "
@@ -164,19 +166,26 @@ class Pipeline:
             return "earliest"
         return json.dumps({ref.topic: {p: int(o) for p, o in meta.offsets.items()}})
 
-    def _search(self, ref: TableRef) -> SearchSink | None:
-        """The table's index, built from the Delta table first if it is missing (a new table, a
-        crash between snapshot and index, a table newly named in search.json) or was built for
-        other fields."""
+    def _search(self, job: TableJob) -> SearchSink | None:
+        """The table's index, rebuilt from the Delta table first when it must be: after a
+        snapshot, or when it is missing, built for other fields, or behind the table."""
+        ref = job.ref
         if ref.search is None:
             return None
         sink = SearchSink(self.search_client, ref.search, ref.topic, self.out)
-        if not sink.up_to_date():
+        delta = DeltaSink(self.spark, ref.path(self.settings.lake), ref.name, ref.soft_delete)
+        meta = delta.last_commit()
+        why = "the table was just snapshotted" if job.snapshotted else None
+        if why is None and meta is not None:
+            why = sink.stale_because(delta.all_rows().schema, meta.key, meta.max_lsn)
+        if why is not None:
+            self.out(f"{ref.name}: building its search index, because {why}")
             done = reindex(self.spark, ref, self.settings.lake, sink, self.out)
             self.out(
                 f"{ref.name}: indexed {done.docs:,} documents into {done.index} in "
                 f"{done.seconds:.1f}s ({done.docs / max(done.seconds, 1e-9):,.0f} docs/s)"
             )
+        job.snapshotted = False
         return sink
 
     def _start(self, job: TableJob) -> None:
@@ -189,7 +198,7 @@ class Pipeline:
             self._on_batch,
             self.settings.run_dir,
             self.settings.kafka_bootstrap,
-            self._search(ref),
+            self._search(job),
         )
 
         def apply(batch: Any, batch_id: int) -> None:

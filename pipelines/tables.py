@@ -7,12 +7,11 @@ A connector's `table.include.list` names the captured tables and its `topic.pref
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines import connectors
+from pipelines import connectors, jsonfile
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER
 from pipelines.exceptions import ConfigError
 from pipelines.search.config import IndexSpec, config_path, load_specs
@@ -41,14 +40,7 @@ def lake_config_path(settings: Settings) -> Path:
 
 
 def _soft_delete_tables(path: Path) -> set[str]:
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path}: line {exc.lineno} column {exc.colno}: not JSON: {exc.msg}"
-        ) from exc
+    doc = jsonfile.read(path)
     if not isinstance(doc, dict):
         raise ConfigError(f'{path}: must be an object like {{"soft_delete": ["orders"]}}')
     unknown = sorted(set(doc) - {"soft_delete"})

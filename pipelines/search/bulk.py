@@ -21,11 +21,14 @@ from pipelines.search.client import SearchClient, backoff
 MAX_BYTES = 5 * 1024 * 1024  # per request; OpenSearch's advice is a few MB
 MAX_DOCS = 5000
 PROGRESS_EVERY_S = 10.0
-_RETRY_TYPES = {
-    "es_rejected_execution_exception",
-    "index_not_found_exception",
-    "unavailable_shards_exception",
-    "no_shard_available_action_exception",
+# What OpenSearch says about a document it will never take (a value that does not fit the
+# mapping, a term too long, an id too long): such a document goes to `_errors`.
+_DOCUMENT_ERRORS = {
+    "mapper_parsing_exception",
+    "strict_dynamic_mapping_exception",
+    "document_parsing_exception",
+    "illegal_argument_exception",
+    "action_request_validation_exception",
 }
 
 
@@ -67,9 +70,11 @@ def outcome(item: dict[str, Any]) -> tuple[str, str | None]:
     reason = _reason(error)
     if status == 409 and kind == "version_conflict_engine_exception":
         return "stale", None
-    if status == 429 or status >= 500 or kind in _RETRY_TYPES:
-        return "retry", reason
-    return "rejected", reason
+    if status == 400 and kind in _DOCUMENT_ERRORS:
+        return "rejected", reason
+    # Anything else is about the index or the cluster (a write block, a full disk, a missing
+    # index), not this document: retried until OpenSearch recovers or the retry time runs out.
+    return "retry", reason
 
 
 def _reason(error: Any) -> str:

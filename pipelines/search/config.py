@@ -18,6 +18,7 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from pipelines import jsonfile
 from pipelines.changelog.decode import LSN, SOURCE_TS
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
@@ -52,6 +53,10 @@ class IndexSpec:
         types = {f.name: f.dataType for f in schema.fields}
         for column, kind in self.fields:
             where = f"{self.source}: indexes.{self.table}.fields.{column}"
+            if column.startswith("_") or "." in column:
+                raise ConfigError(
+                    f"{where}: OpenSearch cannot take a field named {column} (a leading _ or a dot)"
+                )
             if column not in types:
                 raise ConfigError(
                     f"{where}: table {self.table} has no column {column}",
@@ -71,7 +76,8 @@ class IndexSpec:
         props[SOURCE_TS] = {"type": "date"}
         return {
             "dynamic": "strict",
-            "_meta": {"changelake": {"table": self.table, "fields": dict(self.fields)}},
+            # What the index was built for: a rebuild is due when this no longer matches.
+            "_meta": {"changelake": {"table": self.table, "properties": props}},
             "properties": props,
         }
 
@@ -117,14 +123,7 @@ def config_path(settings: Settings) -> Path:
 
 def load_specs(path: Path) -> dict[str, IndexSpec]:
     """The file's indexes by table name. Shape and kinds only; columns are checked later."""
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path}: line {exc.lineno} column {exc.colno}: not JSON: {exc.msg}"
-        ) from exc
+    doc = jsonfile.read(path)
     if not isinstance(doc, dict) or set(doc) - {"indexes"}:
         extra = sorted(set(doc) - {"indexes"}) if isinstance(doc, dict) else []
         field = f"{extra[0]}: unknown field (known: indexes)" if extra else "must be an object"

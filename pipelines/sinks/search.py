@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, TOASTED
+from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.search.bulk import BulkResult, BulkWriter, Doc, Rejected
 from pipelines.search.client import SearchApiError, SearchClient
 from pipelines.search.config import IndexSpec, alias_for
@@ -54,14 +55,21 @@ class SearchSink:
     def indexes(self) -> list[str]:
         return self.client.alias_indexes(self.alias)
 
-    def up_to_date(self) -> bool:
-        """The alias exists and its index was built for the fields declared now."""
+    def stale_because(self, schema: T.StructType, key: tuple[str, ...], lsn: int) -> str | None:
+        """Why the index must be rebuilt before applying batches to it, or None if it need not:
+        missing, built for other fields or column types, or behind the Delta table (batches
+        applied while the table was not indexed)."""
         current = self.indexes()
         if not current:
-            return False
+            return "it does not exist yet"
         mapping = self.client.request("GET", f"/{current[0]}/_mapping")
         meta = mapping[current[0]]["mappings"].get("_meta", {}).get("changelake", {})
-        return bool(meta.get("fields") == dict(self.spec.fields))
+        if meta.get("properties") != self.spec.mapping(schema, key)["properties"]:
+            return f"its fields or their types differ from {self.spec.source}"
+        applied = (self.state() or {}).get("applied_lsn")
+        if applied is None or int(applied) < lsn:
+            return "it is behind the Delta table"
+        return None
 
     def state(self) -> dict[str, Any] | None:
         found = self.client.request("GET", f"/{STATE_INDEX}/_doc/{self.alias}", missing_ok=True)
@@ -77,10 +85,12 @@ class SearchSink:
             result = self.writer.write(_docs(documents(rows, self.spec, key)), index, False)
             self.client.request("PUT", f"/{index}/_settings", {"index": {"refresh_interval": None}})
             self.client.request("POST", f"/{index}/_refresh")
-            self._swap(index)
+            self._ensure_ours(index)
         except BaseException:
             self.client.request("DELETE", f"/{index}", missing_ok=True)
             raise
+        self._swap(index)
+        self._drop_older(index)
         return BuildResult(index, result.written, time.monotonic() - started, result.rejected)
 
     def apply(
@@ -145,13 +155,31 @@ class SearchSink:
         self.client.request("PUT", f"/{index}", body)
         return index
 
+    def _ensure_ours(self, index: str) -> None:
+        """A newer build deletes older generations; if that was this one mid-build, its next bulk
+        re-created it with guessed mappings. Never put the alias on such an index."""
+        mapping = self.client.request("GET", f"/{index}/_mapping", missing_ok=True) or {}
+        meta = mapping.get(index, {}).get("mappings", {}).get("_meta", {})
+        if "changelake" not in meta:
+            raise RetryableError(
+                f"{self.spec.table}: another build of {self.alias} replaced this one meanwhile"
+            )
+
     def _swap(self, index: str) -> None:
+        """Move the alias to `index` in one atomic call: searches see the old or the new."""
         old = self.indexes()
         actions: list[dict[str, Any]] = [{"remove": {"index": i, "alias": self.alias}} for i in old]
         actions.append({"add": {"index": index, "alias": self.alias}})
         self.client.request("POST", "/_aliases", {"actions": actions})
-        for stale in {*old, *self._generations()} - {index}:
-            self.client.request("DELETE", f"/{stale}", missing_ok=True)
+
+    def _drop_older(self, index: str) -> None:
+        """Delete the generations older than `index` (names sort by their UTC time), including
+        ones a crashed build left behind. Best effort: a leftover costs disk, not correctness."""
+        try:
+            for older in sorted(g for g in self._generations() if g < index):
+                self.client.request("DELETE", f"/{older}", missing_ok=True)
+        except ChangelakeError as exc:
+            self.say(f"{self.spec.table}: old index generations not deleted yet ({exc.message})")
 
     def _generations(self) -> list[str]:
         """Every generation of this alias, including ones a crashed build left behind."""
@@ -171,7 +199,14 @@ class SearchSink:
             ids = [hit["_id"] for hit in found["hits"]["hits"]]
             if not ids:
                 return
-            self.writer.write((Doc(i, truncate_lsn, True, None) for i in ids), self.alias, True)
+            done = self.writer.write(
+                (Doc(i, truncate_lsn, True, None) for i in ids), self.alias, True
+            )
+            if done.written == 0:  # nothing deletable left: do not search for it forever
+                self.say(
+                    f"{self.spec.table}: {len(ids)} documents outlived the truncate: {ids[:3]}"
+                )
+                return
 
     def _ensure_state_index(self) -> None:
         if self._state_ready:

@@ -22,6 +22,8 @@ from pipelines.search.find import build_query, parse_filters
         ({"status": 429, "error": {"type": "es_rejected_execution_exception"}}, "retry"),
         ({"status": 503, "error": {"type": "unavailable_shards_exception"}}, "retry"),
         ({"status": 404, "error": {"type": "index_not_found_exception"}}, "retry"),
+        ({"status": 403, "error": {"type": "cluster_block_exception"}}, "retry"),  # disk full
+        ({"status": 400, "error": {"type": "illegal_argument_exception"}}, "rejected"),
         (
             {"status": 400, "error": {"type": "mapper_parsing_exception", "reason": "bad"}},
             "rejected",

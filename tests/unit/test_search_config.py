@@ -70,6 +70,7 @@ def test_a_bad_file_names_the_file_and_field(tmp_path: Path, doc: object, messag
         ({"price": "date"}, "fields.price: kind date needs a date or timestamp column"),
         ({"qty": "boolean"}, "fields.qty: kind boolean needs a boolean column, not int"),
         ({"blob": "keyword"}, "fields.blob: a binary column cannot be indexed"),
+        ({"_id": "keyword"}, "fields._id: OpenSearch cannot take a field named _id"),
     ],
 )
 def test_columns_are_checked_against_the_table(
@@ -109,7 +110,7 @@ def test_the_mapping_is_strict_and_typed_by_column(tmp_path: Path) -> None:
     assert props["in_stock"] == {"type": "boolean"}
     assert props["updated_at"] == {"type": "date"}
     assert props["_cdc_lsn"] == {"type": "long"}
-    assert mapping["_meta"]["changelake"]["fields"]["price"] == "numeric"
+    assert mapping["_meta"]["changelake"]["properties"] == props  # what a rebuild compares
 
 
 def test_aliases_are_topic_names_opensearch_accepts() -> None:
