@@ -25,7 +25,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pipelines import kafka_io, lakefs
 from pipelines.apply import TableApplier
 from pipelines.exceptions import ChangelakeError, RetryableError
-from pipelines.reindex import reindex
+from pipelines.reindex import catch_up, reindex
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
@@ -167,8 +167,9 @@ class Pipeline:
         return json.dumps({ref.topic: {p: int(o) for p, o in meta.offsets.items()}})
 
     def _search(self, job: TableJob) -> SearchSink | None:
-        """The table's index, rebuilt from the Delta table first when it must be: after a
-        snapshot, or when it is missing, built for other fields, or behind the table."""
+        """The table's index, made ready before the stream starts: rebuilt from the Delta table
+        after a snapshot, or when missing or built for other fields; caught up from it when it
+        is behind (a batch reached Delta but not OpenSearch)."""
         ref = job.ref
         if ref.search is None:
             return None
@@ -177,7 +178,9 @@ class Pipeline:
         meta = delta.last_commit()
         why = "the table was just snapshotted" if job.snapshotted else None
         if why is None and meta is not None:
-            why = sink.stale_because(delta.all_rows().schema, meta.key, meta.max_lsn)
+            why = sink.stale_because(delta.all_rows().schema, meta.key)
+        if why is None and catch_up(self.spark, ref, self.settings.lake, sink, self.out) is None:
+            why = "it is behind the table and the version it reflects is gone"
         if why is not None:
             self.out(f"{ref.name}: building its search index, because {why}")
             done = reindex(self.spark, ref, self.settings.lake, sink, self.out)

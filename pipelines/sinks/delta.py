@@ -80,6 +80,16 @@ class DeltaSink:
         metas = (CommitMeta.parse(row[1]) for row in rows)
         return int(rows[0][0]), next((m for m in metas if m is not None), None)
 
+    def version_at_lsn(self, lsn: int) -> int | None:
+        """The newest version whose commit covers no change above `lsn` (a commit's max_lsn
+        never decreases), or None if even the first one does."""
+        history = DeltaTable.forPath(self.spark, self.path).history()
+        for version, text in history.select("version", "userMetadata").collect():
+            meta = CommitMeta.parse(text)
+            if meta is not None and meta.max_lsn <= lsn:
+                return int(version)
+        return None
+
     def all_rows(self) -> DataFrame:
         """Every row as stored now, soft-deleted ones included."""
         return self.spark.read.format("delta").load(self.path)

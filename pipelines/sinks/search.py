@@ -55,10 +55,9 @@ class SearchSink:
     def indexes(self) -> list[str]:
         return self.client.alias_indexes(self.alias)
 
-    def stale_because(self, schema: T.StructType, key: tuple[str, ...], lsn: int) -> str | None:
-        """Why the index must be rebuilt before applying batches to it, or None if it need not:
-        missing, built for other fields or column types, or behind the Delta table (batches
-        applied while the table was not indexed)."""
+    def stale_because(self, schema: T.StructType, key: tuple[str, ...]) -> str | None:
+        """Why the index must be rebuilt before batches apply to it (None if it need not):
+        it is missing, or was built for other fields or column types."""
         current = self.indexes()
         if not current:
             return "it does not exist yet"
@@ -66,10 +65,11 @@ class SearchSink:
         meta = mapping[current[0]]["mappings"].get("_meta", {}).get("changelake", {})
         if meta.get("properties") != self.spec.mapping(schema, key)["properties"]:
             return f"its fields or their types differ from {self.spec.source}"
-        applied = (self.state() or {}).get("applied_lsn")
-        if applied is None or int(applied) < lsn:
-            return "it is behind the Delta table"
         return None
+
+    def applied_lsn(self) -> int | None:
+        applied = (self.state() or {}).get("applied_lsn")
+        return None if applied is None else int(applied)
 
     def state(self) -> dict[str, Any] | None:
         found = self.client.request("GET", f"/{STATE_INDEX}/_doc/{self.alias}", missing_ok=True)
