@@ -16,6 +16,7 @@ from pathlib import Path
 from pipelines.exceptions import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+SLOT_LAG_WARN_VAR = "CHANGELAKE_SLOT_LAG_WARN_BYTES"
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
@@ -107,6 +108,9 @@ class Settings:
     # How long a batch keeps retrying an unreachable or overloaded OpenSearch before it fails and
     # the run restarts it (CHANGELAKE_SEARCH_RETRY_SECONDS).
     search_retry_s: float = 600.0
+    # `status` warns about a replication slot holding more unconfirmed WAL than this: well before
+    # Postgres invalidates it at max_slot_wal_keep_size (4GB locally, 2GB under docker compose).
+    slot_lag_warn_bytes: int = 1 << 30
 
     @cached_property
     def versions(self) -> Versions:
@@ -184,6 +188,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             Path(env["CHANGELAKE_CONNECTORS_DIR"]) if env.get("CHANGELAKE_CONNECTORS_DIR") else None
         ),
         search_retry_s=_seconds(env, "CHANGELAKE_SEARCH_RETRY_SECONDS", 600.0),
+        slot_lag_warn_bytes=_byte_count(env, SLOT_LAG_WARN_VAR, 1 << 30),
     )
 
 
@@ -198,3 +203,16 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if value < 0:
         raise ConfigError(f"{name}={text!r}: expected a number of seconds (0 or more)")
     return value
+
+
+def _byte_count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    # isascii: str.isdigit also accepts digits such as "²" that int() refuses
+    if not (raw.isascii() and raw.isdigit()):
+        raise ConfigError(
+            f"environment variable {name}={raw!r} is not a number of bytes"
+            " (a whole number, 0 or more; 1073741824 is 1 GiB)"
+        )
+    return int(raw)

@@ -3,7 +3,8 @@
 Per table: the LSN and source commit time its last commit applied (from the commit's own
 metadata, so it is exactly what the table holds), the Kafka records not applied yet, dead letters
 and the pipeline's state; for an indexed table, its index's applied LSN and document count beside
-the table's. Per replication slot: the WAL Postgres keeps for Debezium.
+the table's. Per replication slot: the WAL Postgres keeps for Debezium, and a problem entry once
+that passes `Settings.slot_lag_warn_bytes`.
 
 A service that does not answer becomes an entry in `problems` and `None` in the fields it feeds:
 status is what people run when something is wrong, so it must not fail with it.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +25,7 @@ from pipelines import kafka_io, tables
 from pipelines.exceptions import ChangelakeError
 from pipelines.query import errors_path, grid
 from pipelines.search.client import SearchClient
-from pipelines.settings import Settings
+from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
 from pipelines.sinks.delta import DELETED, CommitMeta, DeltaSink
 from pipelines.sinks.search import SearchSink
 from pipelines.stack.postgres import Postgres
@@ -66,6 +68,8 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
         for ref in refs
     }
     slots = _slots(settings, sorted({r.slot for r in refs if r.slot}), problems)
+    owners = {r.slot: r.connector for r in refs if r.slot}
+    problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
     return {"pipeline": pipeline, "tables": report_tables, "slots": slots, "problems": problems}
 
 
@@ -231,6 +235,46 @@ def _slot(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
         "slot_lag_bytes": int(lag) if lag is not None else None,
         "active": bool(active),
     }
+
+
+def slot_warnings(
+    slots: dict[str, Any], threshold: int, owners: Mapping[str, str] | None = None
+) -> list[str]:
+    """One warning per slot holding more unconfirmed WAL than `threshold` bytes, saying what to do.
+
+    `slots` is `_slots`' result; a slot of unknown lag (Postgres down, not created yet) is skipped,
+    its own line already says why. `owners` maps a slot to the connector that reads it.
+    """
+    warnings = []
+    for name, slot in sorted(slots.items()):
+        lag = slot.get("slot_lag_bytes")
+        if lag is None or lag <= threshold:
+            continue
+        connector = (owners or {}).get(name) or "NAME"
+        head = (
+            f"slot {name} holds {_bytes(lag)} of WAL Debezium has not confirmed,"
+            f" over the {_bytes(threshold)} set by {SLOT_LAG_WARN_VAR}"
+        )
+        # The slot advances when Connect commits the connector's offsets to Kafka; `changelake
+        # run` reads Kafka, not the slot, so it is never the cause and not worth sending anyone to.
+        if slot.get("active"):
+            cause = (
+                f"{connector} reads it but confirms slowly: check its tasks with"
+                " `changelake connectors status` and that Kafka is up; the lag should shrink"
+            )
+        else:
+            cause = (
+                "it is INACTIVE, no connector is reading it: `changelake connectors status` shows"
+                f" whether {connector} failed or is gone (fix it, then `changelake connectors"
+                f" apply`); if it is not wanted any more, `changelake connectors delete"
+                f" {connector} --drop-slot` or in psql SELECT pg_drop_replication_slot('{name}')"
+            )
+        warnings.append(
+            f"{head}. {cause}. Past max_slot_wal_keep_size (4GB locally, 2GB under docker"
+            " compose) Postgres invalidates the slot and the connector must snapshot again"
+            " (README: How capture is configured)"
+        )
+    return warnings
 
 
 def _first_line(exc: BaseException) -> str:

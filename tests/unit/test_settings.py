@@ -46,3 +46,18 @@ def test_versions_come_from_the_pom() -> None:
     assert versions.kafka.startswith("4.3.")
     assert versions.debezium.startswith("3.6.")
     assert versions.opensearch.startswith("2.19.")
+
+
+def test_slot_lag_warning_threshold_defaults_to_one_gib_and_can_be_set() -> None:
+    assert load_settings({}).slot_lag_warn_bytes == 1 << 30
+    env = {"CHANGELAKE_SLOT_LAG_WARN_BYTES": "5000000"}
+    assert load_settings(env).slot_lag_warn_bytes == 5_000_000
+    assert load_settings({"CHANGELAKE_SLOT_LAG_WARN_BYTES": "0"}).slot_lag_warn_bytes == 0
+
+
+@pytest.mark.parametrize("value", ["1GB", "-1", "1.5", "1e9", " 5", "²"])
+def test_a_bad_slot_lag_threshold_names_the_variable(value: str) -> None:
+    with pytest.raises(
+        ConfigError, match=f"CHANGELAKE_SLOT_LAG_WARN_BYTES={value!r} is not a number of bytes"
+    ):
+        load_settings({"CHANGELAKE_SLOT_LAG_WARN_BYTES": value})
