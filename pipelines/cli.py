@@ -194,6 +194,29 @@ def _reindex(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import tables
+    from pipelines.spark import session
+    from pipelines.verify.command import print_report, verify
+
+    refs = tables.captured(settings, _names(",".join(args.tables)) or None)
+    say = (lambda text: print(text, file=sys.stderr)) if args.json else print
+    spark = session(settings, app="changelake-verify")
+    spark.sparkContext.setLogLevel("FATAL")
+    try:
+        checks = verify(settings, spark, refs, say, args.timeout, args.range_rows)
+    finally:
+        spark.stop()
+    equal = all(c.equal for c in checks)
+    if args.json:
+        doc = {"equal": equal, "tables": [c.as_dict() for c in checks]}
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print_report(checks, print)
+        print("verify: " + ("everything equals the source" if equal else "DIFFERENCES FOUND"))
+    return 0 if equal else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="changelake",
@@ -274,6 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reindex", help="rebuild a table's index from Delta, then swap its alias")
     p.add_argument("table", help="an indexed table (see schemas/search.json)")
     p.set_defaults(handler=_reindex)
+
+    p = sub.add_parser("verify", help="prove the Delta tables and indexes equal the source")
+    p.add_argument("tables", nargs="*", help="tables to check (default: all captured)")
+    p.add_argument("--json", action="store_true", help="the report as JSON, for programs")
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds to wait for the pipeline to catch up"
+    )
+    p.add_argument(
+        "--range-rows", type=int, default=50_000, help="source rows compared per key range"
+    )
+    p.set_defaults(handler=_verify)
 
     p = sub.add_parser("status", help="each derived table: rows, applied LSN, lag, errors")
     p.add_argument("--json", action="store_true", help="for programs")

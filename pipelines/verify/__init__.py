@@ -1,0 +1,1 @@
+"""`changelake verify`: the derived tables and indexes equal the source, key range by range."""

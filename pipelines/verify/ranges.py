@@ -1,0 +1,94 @@
+"""Primary-key ranges: the source table cut into slices of about `step` rows, by key order.
+
+Both sides must order keys the same way: text keys are compared byte-wise (`COLLATE "C"` in
+Postgres, which for UTF-8 is code-point order, as Spark compares strings), other types by value.
+A range is [lower, upper): None means unbounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+TEXT_TYPES = {"text", "character varying", "character", "uuid", "name", "citext"}
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class KeyColumn:
+    name: str
+    text: bool  # ordered byte-wise, as text
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    lower: Key | None
+    upper: Key | None
+
+
+def ranges(boundaries: Sequence[Key]) -> list[KeyRange]:
+    """[None, b1), [b1, b2), …, [bn, None) from the sorted boundaries b0 < b1 < … (b0, the first
+    key, is covered by the first range)."""
+    cuts = list(boundaries[1:])
+    lowers: list[Key | None] = [None, *cuts]
+    uppers: list[Key | None] = [*cuts, None]
+    return [KeyRange(lo, up) for lo, up in zip(lowers, uppers, strict=True)]
+
+
+def _ordered(key: Sequence[KeyColumn]) -> sql.Composed:
+    return sql.SQL(", ").join(
+        sql.SQL('({}::text COLLATE "C")').format(sql.Identifier(k.name))
+        if k.text
+        else sql.Identifier(k.name)
+        for k in key
+    )
+
+
+def boundaries_query(table: sql.Composable, key: Sequence[KeyColumn], step: int) -> sql.Composed:
+    """Every `step`-th key in key order (the first key included)."""
+    names = sql.SQL(", ").join(sql.Identifier(k.name) for k in key)
+    return sql.SQL(
+        "SELECT {names} FROM (SELECT {names}, row_number() OVER (ORDER BY {ordered}) AS rn"
+        " FROM {table}) s WHERE (rn - 1) % {step} = 0 ORDER BY {ordered}"
+    ).format(names=names, ordered=_ordered(key), table=table, step=sql.Literal(step))
+
+
+def source_filter(key: Sequence[KeyColumn], part: KeyRange) -> tuple[sql.Composable, list[Any]]:
+    """A WHERE clause (and its parameters) selecting the range in Postgres."""
+    row = sql.SQL("({})").format(_ordered(key))
+    marks = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() * len(key)))
+    clauses: list[sql.Composable] = []
+    params: list[Any] = []
+    if part.lower is not None:
+        clauses.append(sql.SQL("{} >= {}").format(row, marks))
+        params += [_as_text(k, v) for k, v in zip(key, part.lower, strict=True)]
+    if part.upper is not None:
+        clauses.append(sql.SQL("{} < {}").format(row, marks))
+        params += [_as_text(k, v) for k, v in zip(key, part.upper, strict=True)]
+    if not clauses:
+        return sql.SQL("TRUE"), []
+    return sql.SQL(" AND ").join(clauses), params
+
+
+def lake_filter(key: Sequence[KeyColumn], part: KeyRange) -> Column:
+    """The same range over the Delta table (struct comparison is field by field, in order)."""
+    row = F.struct(*[F.col(k.name) for k in key])
+    condition = F.lit(True)
+    if part.lower is not None:
+        condition &= row >= F.struct(
+            *[F.lit(_as_text(k, v)) for k, v in zip(key, part.lower, strict=True)]
+        )
+    if part.upper is not None:
+        condition &= row < F.struct(
+            *[F.lit(_as_text(k, v)) for k, v in zip(key, part.upper, strict=True)]
+        )
+    return condition
+
+
+def _as_text(column: KeyColumn, value: Any) -> Any:
+    return str(value) if column.text else value

@@ -1,0 +1,74 @@
+"""verify's pure parts: key ranges, the SQL that cuts them, comparable values, row differences."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from psycopg import sql
+
+from pipelines.verify.canonical import as_json, canonical, document_value
+from pipelines.verify.diff import Differences
+from pipelines.verify.ranges import KeyColumn, KeyRange, boundaries_query, ranges, source_filter
+from pipelines.verify.sides import doc_id
+
+KEY = [KeyColumn("shop", False), KeyColumn("sku", True)]
+
+
+def test_ranges_cover_everything_once() -> None:
+    assert ranges([(1,), (5,), (9,)]) == [
+        KeyRange(None, (5,)),
+        KeyRange((5,), (9,)),
+        KeyRange((9,), None),
+    ]
+    assert ranges([()]) == [KeyRange(None, None)]  # an empty table: one unbounded range
+
+
+def test_text_keys_are_ordered_bytewise_in_postgres() -> None:
+    query = boundaries_query(sql.Identifier("public", "t"), KEY, 3).as_string(None)
+    assert 'ORDER BY "shop", ("sku"::text COLLATE "C")' in query
+    assert "(rn - 1) % 3 = 0" in query
+    where, params = source_filter(KEY, KeyRange((1, "a"), (2, "b")))
+    assert where.as_string(None) == (
+        '("shop", ("sku"::text COLLATE "C")) >= (%s, %s)'
+        ' AND ("shop", ("sku"::text COLLATE "C")) < (%s, %s)'
+    )
+    assert params == [1, "a", 2, "b"]
+    assert source_filter(KEY, KeyRange(None, None))[0].as_string(None) == "TRUE"
+
+
+def test_values_compare_by_meaning_not_by_spelling() -> None:
+    assert canonical(Decimal("1.10")) == canonical(Decimal("1.1"))
+    assert repr(canonical(Decimal("100.00"))) == repr(canonical(Decimal("1E+2")))  # hashed alike
+    assert canonical(float("nan")) == canonical(float("nan"))
+    assert canonical(-0.0) != canonical(0.0)
+    aware = dt.datetime(2026, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    naive_utc = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).replace(tzinfo=None)
+    assert canonical(aware) == canonical(naive_utc)  # the same instant, as UTC wall time
+    assert as_json('{"b": 1, "a": [1]}') == as_json('{"a":[1],"b":1}')
+    assert document_value("2026-01-01T00:00:00.000000Z") == document_value(
+        dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    )
+    assert document_value(Decimal("19.90")) == document_value(Decimal("19.9"))
+
+
+def test_document_ids_match_the_index() -> None:
+    assert doc_id([7]) == "7"
+    assert doc_id([3, "S7"]) == '["3","S7"]'
+
+
+def test_differences_count_and_sample_each_kind() -> None:
+    d = Differences("delta")
+    source = {(1,): {"id": 1, "name": "a"}, (2,): {"id": 2, "name": "b"}, (3,): {"id": 3}}
+    derived = {(1,): {"id": 1, "name": "a"}, (2,): {"id": 2, "name": "B"}, (4,): {"id": 4}}
+    d.add(source, derived)
+    assert (d.rows, d.missing, d.extra, d.differing) == (3, 1, 1, 1)
+    assert not d.equal
+    assert "missing 3" in d.samples and "extra 4" in d.samples
+    assert any(s.startswith("differing 2: name: source 'b' derived 'B'") for s in d.samples)
+
+
+def test_samples_are_bounded() -> None:
+    d = Differences("delta")
+    d.add({(i,): {"id": i} for i in range(100)}, {})
+    assert d.missing == 100 and len(d.samples) == 10
