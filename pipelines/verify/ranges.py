@@ -14,6 +14,7 @@ from typing import Any
 from psycopg import sql
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 TEXT_TYPES = {"text", "character varying", "character", "uuid", "name", "citext"}
 Key = tuple[Any, ...]
@@ -75,18 +76,24 @@ def source_filter(key: Sequence[KeyColumn], part: KeyRange) -> tuple[sql.Composa
     return sql.SQL(" AND ").join(clauses), params
 
 
-def lake_filter(key: Sequence[KeyColumn], part: KeyRange) -> Column:
-    """The same range over the Delta table (struct comparison is field by field, in order)."""
+def lake_filter(key: Sequence[KeyColumn], part: KeyRange, types: dict[str, DataType]) -> Column:
+    """The same range over the Delta table. Struct comparison is field by field, in order, and
+    needs both sides of exactly the same type: the bounds take the columns' names and types."""
     row = F.struct(*[F.col(k.name) for k in key])
+
+    def bound(values: Key) -> Column:
+        return F.struct(
+            *[
+                F.lit(_as_text(k, v)).cast(types[k.name]).alias(k.name)
+                for k, v in zip(key, values, strict=True)
+            ]
+        )
+
     condition = F.lit(True)
     if part.lower is not None:
-        condition &= row >= F.struct(
-            *[F.lit(_as_text(k, v)) for k, v in zip(key, part.lower, strict=True)]
-        )
+        condition &= row >= bound(part.lower)
     if part.upper is not None:
-        condition &= row < F.struct(
-            *[F.lit(_as_text(k, v)) for k, v in zip(key, part.upper, strict=True)]
-        )
+        condition &= row < bound(part.upper)
     return condition
 
 

@@ -101,7 +101,8 @@ def lake_frame(frame: DataFrame, soft_delete: bool) -> DataFrame:
 def lake_range(frame: DataFrame, key: Sequence[KeyColumn], part: KeyRange, how: Comparable) -> Rows:
     out: Rows = {}
     duplicates: list[Key] = []
-    for row in frame.where(lake_filter(key, part)).toLocalIterator():
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    for row in frame.where(lake_filter(key, part, types)).toLocalIterator():
         rec = row.asDict()
         ident = key_of(rec, key)
         if ident in out:
