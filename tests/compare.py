@@ -2,78 +2,20 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
-import struct
-import uuid
 from collections.abc import Collection
-from decimal import Decimal
 from typing import Any
 
 import psycopg
-from psycopg.abc import Buffer
-from psycopg.types.numeric import FloatLoader
 from psycopg.types.string import TextLoader
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines.verify.canonical import Float4Loader as _Float4Loader
+from pipelines.verify.canonical import as_number, canonical
+
 META = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}
-
-
-class _Float4Loader(FloatLoader):
-    """A `real` as the float4 it is (Spark's FloatType hands Python exactly that), not the double
-    nearest to its shortest decimal text: 1.1754944e-38 is 1.1754943508222875e-38."""
-
-    def load(self, data: Buffer) -> float:
-        value: float = struct.unpack("f", struct.pack("f", super().load(data)))[0]
-        return value
-
-
-PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
-
-
-def as_number(value: Any) -> Any:
-    """A numeric the lake keeps as text (unconstrained, or wider than Spark's 38 digits),
-    compared by value: Debezium drops trailing zeros (1.50 arrives as 1.5), so the scale is lost;
-    the text must be plain notation, as Postgres prints it."""
-    if isinstance(value, Decimal):
-        return ("number", value)
-    if isinstance(value, str) and PLAIN_NUMBER.fullmatch(value):
-        return ("number", Decimal(value))
-    return value
-
-
-def _time_text(value: dt.time) -> str:
-    """`HH:MM:SS[.ffffff]` with trailing zeros trimmed, as Postgres prints a `time`."""
-    text = value.strftime("%H:%M:%S")
-    return f"{text}.{value.microsecond:06d}".rstrip("0") if value.microsecond else text
-
-
-def canonical(value: Any) -> Any:
-    """One comparable form for what psycopg and Spark each return."""
-    if isinstance(value, Decimal):  # by value: Spark hands 1E-10 in decimal(38,10) as 1.00E-10
-        return ("decimal", value)
-    if isinstance(value, float):  # repr tells NaN (equal to itself here) and -0.0 apart
-        return ("float", repr(value))
-    if isinstance(value, dt.time) and value.tzinfo is None:
-        return _time_text(value)
-    if isinstance(value, dt.timedelta):  # an interval arrives as microseconds
-        return value // dt.timedelta(microseconds=1)
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.UTC).replace(tzinfo=None)
-        return ("ts", value.isoformat())
-    if isinstance(value, bytes | bytearray | memoryview):
-        return ("bytes", bytes(value))
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, dict):
-        return ("json", json.dumps(value, sort_keys=True))
-    if isinstance(value, list | tuple):
-        return [canonical(v) for v in value]
-    return value
 
 
 def pg_rows(

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from collections.abc import Collection, Sequence
-from decimal import Decimal
 from typing import Any
 
 import psycopg
 
 from pipelines.search.client import SearchClient
+from pipelines.verify.canonical import document_value
+from pipelines.verify.sides import doc_id
+
+__all__ = ["differences", "doc_id", "documents"]
 
 
 def documents(client: SearchClient, alias: str) -> dict[str, dict[str, Any]]:
@@ -20,30 +21,6 @@ def documents(client: SearchClient, alias: str) -> dict[str, dict[str, Any]]:
         "POST", f"/{alias}/_search", {"size": 10_000, "query": {"match_all": {}}}
     )
     return {h["_id"]: h["_source"] for h in found["hits"]["hits"]}
-
-
-def doc_id(values: Sequence[Any]) -> str:
-    """The id changelake gives a row: the key itself, or a JSON array of its values as text."""
-    if len(values) == 1:
-        return str(values[0])
-    return json.dumps([str(v) for v in values], separators=(",", ":"), ensure_ascii=False)
-
-
-def _same(value: Any) -> Any:
-    """One comparable form for psycopg's values and a document's JSON values."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, Decimal, float)):
-        return ("number", Decimal(str(value)))
-    if isinstance(value, dt.datetime):
-        return ("time", value.astimezone(dt.UTC))
-    if isinstance(value, dt.date):
-        return ("time", dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC))
-    if isinstance(value, list):
-        return [_same(v) for v in value]
-    if isinstance(value, str) and len(value) >= 20 and value[4] == "-" and value[10] == "T":
-        return ("time", dt.datetime.fromisoformat(value).astimezone(dt.UTC))
-    return value
 
 
 def expected(
@@ -74,7 +51,7 @@ def differences(
         if "_cdc_lsn" not in have[k]:
             found.append(f"document {k} has no _cdc_lsn")
         for column, value in want[k].items():
-            if _same(value) != _same(have[k].get(column)):
+            if document_value(value) != document_value(have[k].get(column)):
                 found.append(
                     f"document {k}: {column}: source {value!r}, index {have[k].get(column)!r}"
                 )
