@@ -7,9 +7,11 @@ CHANGELAKE := $(BIN)/changelake
 DEMO_ROWS ?= 2000
 DEMO_RATE ?= 50
 DEMO_SECONDS ?= 20
+CHAOS_ROWS ?= 2000
+CHAOS_ROUNDS ?= 6
 
 .DEFAULT_GOAL := help
-.PHONY: help setup up down demo test test-unit lint format clean-state
+.PHONY: help setup up down demo chaos test test-unit lint format clean-state
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -43,6 +45,10 @@ demo: up ## seed the shop, snapshot it into Delta and OpenSearch, run a workload
 	@$(CHANGELAKE) query "$(DEMO_QUERY)"
 	@echo 'products in stock matching "$(DEMO_SEARCH)", from the OpenSearch index:'
 	@$(CHANGELAKE) search "$(DEMO_SEARCH)" --table products --filter in_stock=true --limit 5
+
+chaos: up ## 6 rounds of 5 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop OpenSearch) under load; verify after each
+	@$(CHANGELAKE) demo seed --rows $(CHAOS_ROWS)
+	@$(CHANGELAKE) chaos --rounds $(CHAOS_ROUNDS)
 
 test: setup ## the whole suite against the real services (starts the stack if none runs)
 	@$(BIN)/pytest -q

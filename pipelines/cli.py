@@ -217,6 +217,22 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if equal else 1
 
 
+def _chaos(args: argparse.Namespace, settings: Settings) -> int:
+    import os
+    from datetime import UTC, datetime
+
+    from pipelines.chaos.runner import Chaos, ChaosOptions
+    from pipelines.stack.postgres import Postgres
+
+    out_dir = settings.home / "chaos" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    options = ChaosOptions(rounds=args.rounds, rate=args.rate, seed=args.seed)
+    print(f"chaos: {options.rounds} rounds of 5 faults under load; logs in {out_dir}")
+    chaos = Chaos(settings, os.environ, Postgres(settings).admin_dsn(), out_dir, print)
+    summary = chaos.run(options)
+    print(json.dumps(summary.as_dict(), indent=2) if args.json else summary.text())
+    return 1 if summary.differences else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="changelake",
@@ -308,6 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--range-rows", type=int, default=50_000, help="source rows compared per key range"
     )
     p.set_defaults(handler=_verify)
+
+    p = sub.add_parser("chaos", help="inject faults under load; verify after every round")
+    p.add_argument("--rounds", type=int, default=6, help="rounds of one fault of each kind")
+    p.add_argument("--rate", type=float, default=30.0, help="workload transactions per second")
+    p.add_argument("--seed", type=int, default=1, help="chooses fault order and timing")
+    p.add_argument("--json", action="store_true", help="the summary as JSON")
+    p.set_defaults(handler=_chaos)
 
     p = sub.add_parser("status", help="each derived table: rows, applied LSN, lag, errors")
     p.add_argument("--json", action="store_true", help="for programs")

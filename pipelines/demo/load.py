@@ -28,6 +28,7 @@ TRANSIENT = (
     errors.LockNotAvailable,
     errors.UniqueViolation,
 )
+RECONNECT_EVERY_S = 0.5
 MAX_BACKLOG_SECONDS = 1.0  # after a stall, skip missed slots rather than burst to catch up
 
 
@@ -52,6 +53,7 @@ class LoadReport:
     seconds: float
     target_rate: float
     keys: LoadKeys = field(default_factory=LoadKeys, repr=False, compare=False)
+    reconnects: int = 0
 
     @property
     def attempts(self) -> int:
@@ -72,6 +74,8 @@ class LoadReport:
         lines += [f"  {name:<20} {n:>8,}" for name, n in sorted(self.operations.items())]
         lines.append(f"  {'skipped (no row)':<20} {self.skipped:>8,}")
         lines.append(f"  {'failed (rolled back)':<20} {self.failed:>8,}")
+        if self.reconnects:
+            lines.append(f"  {'reconnects':<20} {self.reconnects:>8,}")
         return "\n".join(lines)
 
 
@@ -82,38 +86,61 @@ def run_load(
     *,
     seed: int = 7,
     progress: Callable[[str], None] = print,
+    stop: Callable[[], bool] | None = None,
 ) -> LoadReport:
-    """Run the workload for `seconds` at `rate` transactions per second, then report.
+    """Run the workload for `seconds` at `rate` transactions per second (or until `stop()` is
+    true), then report.
 
-    `progress` gets a line about every second; the caller prints `summary()`."""
+    A connection lost mid-run (Postgres restarting) costs the operation in flight; the workload
+    reconnects and carries on. `progress` gets a line about every second; the caller prints
+    `summary()`."""
     if rate <= 0 or seconds < 0:
         raise ConfigError(
             f"load: need rate > 0 and seconds >= 0, got rate={rate} seconds={seconds}"
         )
-    with friendly_errors(dsn, "running the demo workload"), connect(dsn) as conn:
-        with conn.cursor() as cur:
-            pools = Pools.load(cur)
-        conn.commit()
-        return _Run(conn, random.Random(seed), pools, rate).run(seconds, progress)
+    with friendly_errors(dsn, "running the demo workload"):
+        conn = connect(dsn)
+        run: _Run | None = None
+        try:
+            run = _Run(dsn, conn, random.Random(seed), rate)
+            return run.run(seconds, progress, stop or (lambda: False))
+        finally:
+            (run.conn if run else conn).close()  # a reconnect replaced the first one
 
 
 class _Run:
     def __init__(
-        self, conn: psycopg.Connection[TupleRow], rng: random.Random, pools: Pools, rate: float
+        self,
+        dsn: str,
+        conn: psycopg.Connection[TupleRow],
+        rng: random.Random,
+        rate: float,
     ) -> None:
-        self.conn, self.rng, self.pools, self.rate = conn, rng, pools, rate
+        self.dsn, self.conn, self.rng, self.rate = dsn, conn, rng, rate
+        with conn.cursor() as cur:
+            self.pools = Pools.load(cur)
+        conn.commit()
+        self.reconnects = 0
         self.names = list(OPERATIONS)
         self.weights = [weight for _, weight in OPERATIONS.values()]
         self.ops: Counter[str] = Counter()
         self.rows = self.skipped = self.failed = 0
         self.keys = _KeyLog()
 
-    def run(self, seconds: float, progress: Callable[[str], None]) -> LoadReport:
+    def run(
+        self, seconds: float, progress: Callable[[str], None], stop: Callable[[], bool]
+    ) -> LoadReport:
         started = time.monotonic()
         next_report = started + 1.0
         try:
             for _ in _schedule(self.rate, seconds, started):
-                self._one()
+                if stop():
+                    break
+                try:
+                    self._one()
+                except psycopg.OperationalError as exc:
+                    self.failed += 1
+                    self._reconnect(exc, started + seconds, progress, stop)
                 now = time.monotonic()
                 if now >= next_report:
                     next_report = now + 1.0
@@ -129,7 +156,30 @@ class _Run:
             seconds=time.monotonic() - started,
             target_rate=self.rate,
             keys=self.keys.freeze(),
+            reconnects=self.reconnects,
         )
+
+    def _reconnect(
+        self,
+        lost: psycopg.OperationalError,
+        deadline: float,
+        progress: Callable[[str], None],
+        stop: Callable[[], bool],
+    ) -> None:
+        """Replace a lost connection, trying until the run's deadline; the operation in flight
+        was rolled back by the server (or never reached it)."""
+        progress(f"load: lost the connection to Postgres ({str(lost).strip()}); reconnecting")
+        self.conn.close()
+        while True:
+            try:
+                self.conn = psycopg.connect(self.dsn, autocommit=False)
+                self.reconnects += 1
+                progress("load: reconnected")
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() >= deadline or stop():
+                    raise
+                time.sleep(RECONNECT_EVERY_S)
 
     def _progress_line(self, elapsed: float) -> str:
         attempts = self.ops.total() + self.skipped + self.failed

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -67,7 +68,16 @@ class DeltaSink:
         self.spark, self.path, self.name, self.soft_delete = spark, path, name, soft_delete
 
     def exists(self) -> bool:
-        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+        if DeltaTable.isDeltaTable(self.spark, self.path):
+            return True
+        # isDeltaTable answers from a log cached per path: if this session first looked while
+        # another process had only created the empty _delta_log, it keeps saying no. forPath
+        # reads the log afresh (and refreshes the cache).
+        try:
+            DeltaTable.forPath(self.spark, self.path)
+        except AnalysisException:
+            return False
+        return True
 
     def last_commit(self) -> CommitMeta | None:
         """The newest commit that says what it covers (schema changes record nothing)."""
