@@ -111,12 +111,21 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
 
 
 def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie (a dead child its parent has not reaped)."""
+    """True while any thread of `pid` runs. A process whose threads are all zombies is dead (its
+    parent has not reaped it yet); but a JVM's main thread can be a zombie while its other
+    threads still tear down, holding its ports open, so every thread counts."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
         return False
-    return state not in ("Z", "X")
+    return any(_state(f"/proc/{pid}/task/{tid}/stat") not in ("Z", "X", None) for tid in threads)
+
+
+def _state(stat_path: str) -> str | None:
+    try:
+        return Path(stat_path).read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def port_open(host: str, port: int) -> bool:
