@@ -194,6 +194,14 @@ def _reindex(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _reachable(settings: Settings) -> None:
+    from pipelines import kafka_io, pg
+    from pipelines.stack.postgres import Postgres
+
+    pg.connect(Postgres(settings).admin_dsn()).close()
+    kafka_io.list_topics(settings.kafka_bootstrap)
+
+
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines import tables
     from pipelines.spark import session
@@ -201,6 +209,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
 
     refs = tables.captured(settings, _names(",".join(args.tables)) or None)
     say = (lambda text: print(text, file=sys.stderr)) if args.json else print
+    _reachable(settings)  # before the Spark session: a service down is named in a second
     spark = session(settings, app="changelake-verify")
     spark.sparkContext.setLogLevel("FATAL")
     try:
@@ -222,12 +231,18 @@ def _chaos(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC, datetime
 
     from pipelines.chaos.runner import Chaos, ChaosOptions
+    from pipelines.chaos.workload import BackgroundLoad
     from pipelines.stack.postgres import Postgres
 
     out_dir = settings.home / "chaos" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     options = ChaosOptions(rounds=args.rounds, rate=args.rate, seed=args.seed)
     print(f"chaos: {options.rounds} rounds of 5 faults under load; logs in {out_dir}")
-    chaos = Chaos(settings, os.environ, Postgres(settings).admin_dsn(), out_dir, print)
+    dsn = Postgres(settings).admin_dsn()
+
+    def workload(seed: int) -> BackgroundLoad:
+        return BackgroundLoad(dsn, options.rate, seed, print)
+
+    chaos = Chaos(settings, os.environ, workload, out_dir, print)
     summary = chaos.run(options)
     print(json.dumps(summary.as_dict(), indent=2) if args.json else summary.text())
     return 1 if summary.differences else 0

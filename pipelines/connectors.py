@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
+from pipelines import pg
 from pipelines.connect_api import ConnectApi, ConnectApiError, quote
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings
@@ -274,7 +273,7 @@ def drop_replication_slot(settings: Settings, slot: str, timeout_s: float = 30.0
     from pipelines.stack.postgres import Postgres
 
     deadline = time.monotonic() + timeout_s
-    with psycopg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
+    with pg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
         while True:
             row = conn.execute(
                 "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)

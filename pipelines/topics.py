@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-import psycopg
-
-from pipelines import connectors, kafka_io
+from pipelines import connectors, kafka_io, pg
 from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 
@@ -18,7 +16,7 @@ def wait_caught_up(settings: Settings, slot: str, timeout_s: float = 120.0) -> N
     """Wait until the connector has confirmed every WAL position written before this call."""
     from pipelines.stack.postgres import Postgres
 
-    with psycopg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
+    with pg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
         target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
         deadline = time.monotonic() + timeout_s
         while True:

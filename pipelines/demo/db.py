@@ -7,33 +7,14 @@ from contextlib import contextmanager
 
 import psycopg
 from psycopg import errors
-from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import TupleRow
 
 from pipelines.exceptions import ChangelakeError, RetryableError
+from pipelines.pg import connect, where
+
+__all__ = ["SHOP_TABLES", "connect", "friendly_errors", "serial_sequence", "where"]
 
 SHOP_TABLES = ("public.customers", "public.products", "public.orders", "public.order_lines")
 _SCHEMA_HINT = "apply schemas/shop.sql to that database (`changelake stack up` does it)"
-
-
-def where(dsn: str) -> str:
-    """host:port/dbname of a DSN, for messages: never the password."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable DSN>"
-    host = parts.get("host") or parts.get("hostaddr") or "localhost"
-    return f"{host}:{parts.get('port') or 5432}/{parts.get('dbname') or '?'}"
-
-
-def connect(dsn: str) -> psycopg.Connection[TupleRow]:
-    try:
-        return psycopg.connect(dsn, autocommit=False)
-    except psycopg.OperationalError as exc:
-        raise RetryableError(
-            f"cannot connect to Postgres at {where(dsn)}: {exc}".strip(),
-            hint="start the stack with `changelake stack up`, or check the DSN",
-        ) from exc
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines import pg
 from pipelines.search.client import SearchClient
 from pipelines.verify.canonical import (
     Float4Loader,
@@ -33,7 +34,7 @@ LAKE_ONLY = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_dele
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:
-    conn = psycopg.connect(dsn)
+    conn = pg.connect(dsn)
     conn.adapters.register_loader("float4", Float4Loader)
     for name in ("json", "jsonb"):  # the text, as Debezium sends it
         conn.adapters.register_loader(name, TextLoader)

@@ -1,0 +1,33 @@
+"""Connecting to the source Postgres, with a failure that names where and what to do."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+
+from pipelines.exceptions import RetryableError
+
+CONNECT_TIMEOUT_S = 10
+
+
+def where(dsn: str) -> str:
+    """host:port/dbname of a DSN, for messages: never the password."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    host = parts.get("host") or parts.get("hostaddr") or "localhost"
+    return f"{host}:{parts.get('port') or 5432}/{parts.get('dbname') or '?'}"
+
+
+def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[TupleRow]:
+    """A connection, or a RetryableError naming the server (a wrong password included)."""
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.OperationalError as exc:
+        raise RetryableError(
+            f"cannot connect to Postgres at {where(dsn)}: {exc}".strip(),
+            hint="start the stack with `changelake stack up`, or check the host, port and "
+            "password (CHANGELAKE_PG_HOST/PORT/PASSWORD)",
+        ) from exc
