@@ -25,12 +25,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pipelines import kafka_io, lakefs
 from pipelines.apply import TableApplier
 from pipelines.exceptions import ChangelakeError, RetryableError
+from pipelines.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.reindex import catch_up, reindex
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
 from pipelines.snapshot import snapshot
+from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
 from pipelines.topics import wait_caught_up
 
@@ -56,6 +58,7 @@ class TableJob:
     error: str | None = None
     query: StreamingQuery | None = None
     failures: int = 0
+    offsets: dict[str, int] = field(default_factory=dict)  # applied: the next offset to read
     retry_at: float = 0.0
     snapshotted: bool = False  # its index is rebuilt before the stream starts
     batches: int = 0
@@ -103,6 +106,8 @@ class Pipeline:
         self.stopping = False
         self.next_discovery = self.next_summary = 0.0
         self.search_client = SearchClient(settings.opensearch_url, settings.search_retry_s, out)
+        self.watch = Watch(settings.kafka_bootstrap, Postgres(settings).admin_dsn())
+        self.next_watch = 0.0
 
     # --- one table ---------------------------------------------------------------------------
     def _checkpoint(self, ref: TableRef) -> str:
@@ -160,11 +165,16 @@ class Pipeline:
         ident = lakefs.stable_id(self.spark, f"{self._checkpoint(ref)}/changelake-app-id")
         return f"changelake/{ref.schema}.{ref.name}/{ident}"
 
-    def _starting_offsets(self, ref: TableRef) -> str:
+    def _starting_offsets(self, job: TableJob) -> str:
+        """Where the table's commits say it is; refuses a topic that cannot continue from there."""
+        ref = job.ref
         meta = DeltaSink(self.spark, ref.path(self.settings.lake), ref.name).last_commit()
-        if meta is None or not meta.offsets:
+        job.offsets = {p: int(o) for p, o in (meta.offsets if meta else {}).items()}
+        if problem := topic_problem(self.settings.kafka_bootstrap, ref.topic, job.offsets):
+            raise ChangelakeError(f"{ref.name}: {problem}", topic_hint(ref.name))
+        if not job.offsets:
             return "earliest"
-        return json.dumps({ref.topic: {p: int(o) for p, o in meta.offsets.items()}})
+        return json.dumps({ref.topic: job.offsets})
 
     def _search(self, job: TableJob) -> SearchSink | None:
         """The table's index, made ready before the stream starts: rebuilt from the Delta table
@@ -217,7 +227,7 @@ class Pipeline:
             self.spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap)
             .option("subscribe", ref.topic)
-            .option("startingOffsets", self._starting_offsets(ref))
+            .option("startingOffsets", self._starting_offsets(job))
             .option("failOnDataLoss", "false")  # compaction leaves gaps in the offsets
             .option("maxOffsetsPerTrigger", str(self.options.max_records_per_batch))
             .load()
@@ -241,6 +251,8 @@ class Pipeline:
         job.changes += int(stats.get("changes", 0))
         job.errors += int(stats.get("errors", 0))
         job.stats = stats
+        for partition, offset in (stats.get("offsets") or {}).items():
+            job.offsets[partition] = max(offset, job.offsets.get(partition, 0))
         if stats.get("records"):
             extra = f", {stats['errors']} → _errors" if stats.get("errors") else ""
             if job.ref.search is not None:
@@ -314,8 +326,8 @@ class Pipeline:
     def _finished(self) -> bool:
         if self.stopping:
             return True
-        if not self.options.once:
-            return False
+        if not self.options.once:  # streaming: until nothing is left that could still run
+            return bool(self.jobs) and all(j.state == "stopped" for j in self.jobs.values())
         return all(j.state in ("done", "stopped", "waiting") for j in self.jobs.values())
 
     def run(self) -> int:
@@ -350,10 +362,27 @@ class Pipeline:
                         "topic has events"
                     )
                     self.jobs[ref.name] = TableJob(ref)
+        if now >= self.next_watch:
+            self.next_watch = now + self.watch.every_s
+            self._watch()
         if now >= self.next_summary:
             if self.next_summary:
                 self._summary()
             self.next_summary = now + SUMMARY_EVERY_S
+
+    def _watch(self) -> None:
+        running = [
+            Watched(name, j.ref.schema, j.ref.name, j.ref.topic, j.ref.slot, dict(j.offsets))
+            for name, j in self.jobs.items()
+            if j.state == "running"
+        ]
+        for name, why in self.watch.due_stops(running).items():
+            job = self.jobs[name]
+            if job.query is not None and job.query.isActive:
+                job.query.stop()
+            job.error = why
+            self.out(f"{name}: STOPPED: {why}")
+            self._set(job, "stopped")
 
     def _summary(self) -> None:
         for name, job in self.jobs.items():

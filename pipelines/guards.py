@@ -1,0 +1,137 @@
+"""What can vanish under a running pipeline: a table's topic, and its source table.
+
+Both end the changelog the Delta table follows, so the table stops with a message that says what
+happened and what to do, instead of idling or silently re-reading a topic created anew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import psycopg
+from confluent_kafka import KafkaException
+
+from pipelines import kafka_io
+from pipelines.exceptions import ChangelakeError
+
+
+def topic_problem(
+    bootstrap: str, topic: str, applied: Mapping[str, int], topics: set[str] | None = None
+) -> str | None:
+    """Why `topic` can no longer continue from the offsets the table has applied, or None.
+    `topics`, if given, is every topic Kafka has (one metadata call for many tables).
+
+    A topic that ends below what was already applied was deleted and created again (Debezium
+    or auto-creation): the changes in between are gone from Kafka."""
+    known = topics if topics is not None else set(kafka_io.list_topics(bootstrap, topic))
+    if topic not in known:
+        return f"its topic {topic} was deleted from Kafka"
+    if not applied:
+        return None
+    ends = kafka_io.watermarks(bootstrap, topic)
+    for partition, offset in sorted(applied.items()):
+        high = ends.get(int(partition), (0, 0))[1]
+        if high < offset:
+            return (
+                f"its topic {topic} was deleted and created again: partition {partition} ends "
+                f"at offset {high:,}, below the {offset:,} already applied"
+            )
+    return None
+
+
+def topic_hint(table: str) -> str:
+    return (
+        "changes written to the old topic after the last applied offset are lost to the lake; "
+        "the Delta table keeps what it applied. To rebuild it, have Debezium snapshot the table "
+        "again (README: 'When a topic is lost'), then run `changelake run --resnapshot "
+        f"{table}`"
+    )
+
+
+def missing_tables(dsn: str, tables: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The (schema, table) pairs that no longer exist in the source database. Raises
+    psycopg.OperationalError when Postgres cannot be reached: absence is only ever a positive
+    answer from the database, never an outage."""
+    wanted = sorted(set(tables))
+    if not wanted:
+        return set()
+    with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT s, t FROM unnest(%s::text[], %s::text[]) AS w(s, t)"
+            " WHERE to_regclass(format('%%I.%%I', s, t)) IS NULL",
+            ([s for s, _ in wanted], [t for _, t in wanted]),
+        ).fetchall()
+    return {(str(s), str(t)) for s, t in rows}
+
+
+@dataclass(frozen=True)
+class Watched:
+    table: str
+    schema: str
+    name: str
+    topic: str
+    slot: str
+    applied: Mapping[str, int]  # partition → the next offset the table will read
+
+
+class Watch:
+    """Checks the running tables every `every_s` seconds; `due_stops` returns the tables to stop
+    and why. Outages (Kafka or Postgres unreachable) decide nothing: the next check will."""
+
+    def __init__(self, bootstrap: str, dsn: str, every_s: float = 10.0) -> None:
+        self.bootstrap, self.dsn, self.every_s = bootstrap, dsn, every_s
+        self.dropped_at: dict[str, str] = {}  # table → WAL position when its drop was seen
+
+    def due_stops(self, running: Iterable[Watched]) -> dict[str, str]:
+        """Returns table → message for each table whose changelog has ended."""
+        running = list(running)
+        stops: dict[str, str] = {}
+        try:
+            topics = set(kafka_io.list_topics(self.bootstrap))
+            for w in running:
+                if problem := topic_problem(self.bootstrap, w.topic, w.applied, topics):
+                    stops[w.table] = f"{problem}. {topic_hint(w.table)}"
+        except (ChangelakeError, KafkaException):  # Kafka away: no verdict on any topic
+            pass
+        try:
+            for w in self._dropped([w for w in running if w.table not in stops]):
+                stops[w.table] = (
+                    f"its source table {w.schema}.{w.name} was dropped (or renamed); the Delta "
+                    "table keeps every change captured before that. Remove it from the "
+                    "connector's table.include.list, or re-create it and run `changelake run "
+                    f"--resnapshot {w.table}`"
+                )
+        except psycopg.Error:  # Postgres away: no verdict on its tables
+            pass
+        return stops
+
+    def _dropped(self, running: list[Watched]) -> list[Watched]:
+        """Tables gone from the source whose last changes have all reached the lake: Debezium
+        has confirmed the WAL written up to when the drop was seen, and the table has applied
+        everything its topic holds."""
+        gone = missing_tables(self.dsn, [(w.schema, w.name) for w in running])
+        done = []
+        with psycopg.connect(self.dsn, connect_timeout=5, autocommit=True) as conn:
+            for w in running:
+                if (w.schema, w.name) not in gone:
+                    self.dropped_at.pop(w.table, None)
+                    continue
+                if w.table not in self.dropped_at:
+                    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+                    self.dropped_at[w.table] = str(row[0]) if row else "0/0"
+                row = conn.execute(
+                    "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
+                    " WHERE slot_name = %s",
+                    (self.dropped_at[w.table], w.slot),
+                ).fetchone()
+                if row and row[0] and self._drained(w):
+                    done.append(w)
+        return done
+
+    def _drained(self, w: Watched) -> bool:
+        try:
+            ends = kafka_io.watermarks(self.bootstrap, w.topic)
+        except KafkaException:
+            return False
+        return all(int(w.applied.get(str(p), 0)) >= high for p, (_, high) in ends.items())

@@ -1,0 +1,126 @@
+"""Bad input against the real stack: a topic deleted or a source table dropped under a running
+pipeline, a lake that cannot be written, a wrong password. Each gives a message that names
+what happened, a non-zero exit, and a derived table left exactly as it was."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pipelines import kafka_io
+from pipelines.settings import Settings
+from tests.integration.pipeline_fixtures import Pipeline
+from tests.support import changelake
+
+pytestmark = pytest.mark.stack
+
+
+def ddl(t: str) -> list[str]:
+    return [
+        f"CREATE TABLE public.{t} (id int PRIMARY KEY, name text)",
+        f"INSERT INTO public.{t} SELECT i, 'row ' || i FROM generate_series(1, 50) i",
+    ]
+
+
+def lake_rows(p: Pipeline, t: str) -> list[tuple[int, str]]:
+    frame = p.spark.read.format("delta").load(p.path(t)).select("id", "name").orderBy("id")
+    return [(int(r[0]), str(r[1])) for r in frame.collect()]
+
+
+def ended(proc: subprocess.Popen[str], timeout_s: float = 240) -> str:
+    """The output of a streaming run that must end by itself (its only table stopped)."""
+    try:
+        return proc.communicate(timeout=timeout_s)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"the run did not stop:\n{proc.communicate()[0]}") from None
+
+
+def test_a_topic_deleted_under_a_running_pipeline_stops_its_table(
+    pipeline: Callable[..., Pipeline], unique: str, settings: Settings
+) -> None:
+    t = f"lost_topic_{unique}"
+    p = pipeline([t], ddl(t))
+    topic = f"{p.prefix}.public.{t}"
+    proc = p.start("--trigger-seconds", "1")
+    p.wait_equal(t, ["id"])
+    before = lake_rows(p, t)
+
+    kafka_io.delete_topics(settings.kafka_bootstrap, [topic])
+    output = ended(proc)
+    assert proc.returncode == 1, output
+    assert f"{t}: STOPPED: its topic {topic} was deleted from Kafka" in output, output
+    assert f"changelake run --resnapshot {t}" in output
+    assert lake_rows(p, t) == before  # nothing lost, nothing half-written
+
+    again = p.run_once(check=False)  # a restart refuses too: it cannot continue from nothing
+    assert again.returncode == 1
+    assert f"its topic {topic} was deleted from Kafka" in again.stdout, again.stdout
+    assert lake_rows(p, t) == before
+
+
+def test_a_dropped_source_table_stops_its_table_after_its_last_changes(
+    pipeline: Callable[..., Pipeline], unique: str
+) -> None:
+    t = f"dropped_{unique}"
+    p = pipeline([t], ddl(t))
+    proc = p.start("--trigger-seconds", "1")
+    p.wait_equal(t, ["id"])
+
+    p.sql(f"UPDATE public.{t} SET name = 'last words' WHERE id <= 5")
+    p.sql(f"INSERT INTO public.{t} SELECT i, 'late ' || i FROM generate_series(51, 60) i")
+    with psycopg.connect(p.dsn) as conn:
+        final = conn.execute(f"SELECT id, name FROM public.{t} ORDER BY id").fetchall()
+    p.sql(f"DROP TABLE public.{t}")
+
+    output = ended(proc)
+    assert proc.returncode == 1, output
+    assert f"{t}: STOPPED: its source table public.{t} was dropped" in output, output
+    assert lake_rows(p, t) == [(int(i), str(n)) for i, n in final]  # the last changes arrived
+
+
+@contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    """A directory nobody may write, root included (permission bits do not stop root)."""
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_lake_that_cannot_be_written_is_named_and_left_untouched(
+    pipeline: Callable[..., Pipeline], unique: str
+) -> None:
+    t = f"readonly_{unique}"
+    p = pipeline([t], ddl(t))
+    lake = p.home / "lake"
+    lake.mkdir()
+    with immutable(lake):
+        result = p.run_once(check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"the lake directory {lake} is not writable" in result.stderr, result.stderr
+    assert "CHANGELAKE_LAKE" in result.stderr  # what to do
+    assert list(lake.iterdir()) == []
+    assert not (p.home / "checkpoints").exists()
+
+
+def test_a_wrong_password_is_named_and_nothing_is_written(admin_dsn: str) -> None:
+    with psycopg.connect(admin_dsn) as conn:
+        before = conn.execute("SELECT count(*) FROM public.customers").fetchone()
+    env = {**os.environ, "CHANGELAKE_PG_PASSWORD": "not-the-password"}
+    for command in (["demo", "seed", "--rows", "10"], ["verify"], ["demo", "load"]):
+        result = changelake(*command, check=False, env=env)
+        assert result.returncode == 1, command
+        assert "cannot connect to Postgres at 127.0.0.1:" in result.stderr, result.stderr
+        assert 'password authentication failed for user "changelake"' in result.stderr
+        assert "not-the-password" not in result.stderr + result.stdout
+    with psycopg.connect(admin_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM public.customers").fetchone() == before
