@@ -17,6 +17,16 @@ from pipelines.exceptions import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SLOT_LAG_WARN_VAR = "CHANGELAKE_SLOT_LAG_WARN_BYTES"
+# What logical decoding needs of Postgres, for the local stack and docker-compose.yml alike (a
+# test holds the compose file to these values).
+POSTGRES_REPLICATION = {
+    "wal_level": "logical",
+    "max_replication_slots": "16",
+    "max_wal_senders": "16",
+    # A stuck or abandoned slot may hold back at most this much WAL; past it the slot is
+    # invalidated (its connector then needs a new snapshot) instead of filling the disk.
+    "max_slot_wal_keep_size": "2GB",
+}
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 

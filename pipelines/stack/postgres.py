@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 
 from pipelines.secrets import ensure_secret
+from pipelines.settings import POSTGRES_REPLICATION
 from pipelines.stack.service import Service
 
 
@@ -82,11 +83,7 @@ class Postgres(Service):
             "listen_addresses": self.settings.host,
             "port": str(self.port),
             "unix_socket_directories": str(self.dir / "run"),
-            "wal_level": "logical",
-            "max_replication_slots": "16",
-            "max_wal_senders": "16",
-            # A slot nobody reads must not fill the disk: past this Postgres invalidates it.
-            "max_slot_wal_keep_size": "4GB",
+            **POSTGRES_REPLICATION,
             "shared_buffers": "256MB",
             "max_connections": "100",
             "fsync": "on",
