@@ -15,7 +15,7 @@ from typing import Any
 
 from pipelines.chaos.faults import KINDS, FaultContext, inject
 from pipelines.chaos.pipeline_process import PipelineProcess
-from pipelines.chaos.workload import BackgroundLoad
+from pipelines.chaos.workload import Workload
 from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 
@@ -131,9 +131,17 @@ def samples(report: dict[str, Any]) -> list[str]:
 
 class Chaos:
     def __init__(
-        self, settings: Settings, env: Mapping[str, str], dsn: str, out_dir: Path, say: Say
+        self,
+        settings: Settings,
+        env: Mapping[str, str],
+        workload: Callable[[int], Workload],
+        out_dir: Path,
+        say: Say,
     ) -> None:
-        self.settings, self.env, self.dsn, self.out_dir, self.say = settings, env, dsn, out_dir, say
+        """`env` is the environment of the `changelake run` and `verify` it starts (which
+        connectors, lake and indexes); `workload(seed)` makes each round's load."""
+        self.settings, self.env, self.workload = settings, env, workload
+        self.out_dir, self.say = out_dir, say
         self.pipeline = PipelineProcess(env, out_dir / "pipeline.log")
 
     def run(self, options: ChaosOptions) -> ChaosSummary:
@@ -167,7 +175,7 @@ class Chaos:
             f"round {number}/{options.rounds}: load at {options.rate:g}/s; faults: "
             + ", ".join(kinds)
         )
-        load = BackgroundLoad(self.dsn, options.rate, options.seed * 1000 + number, self.say)
+        load = self.workload(options.seed * 1000 + number)
         load.start()
         done: list[str] = []
         for kind in kinds:

@@ -1,13 +1,29 @@
-"""The demo workload on a thread of its own, running until the round's faults are over."""
+"""The load a chaos round runs while faults land: the demo workload on a thread of its own,
+until the round's faults are over."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from pipelines.demo.load import LoadReport, run_load
 
 FOREVER_S = 24 * 3600.0  # the round ends the load, not a duration
+
+
+class Done(Protocol):
+    @property
+    def transactions(self) -> int: ...
+
+    @property
+    def row_changes(self) -> int: ...
+
+
+class Workload(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> Done: ...
 
 
 class BackgroundLoad:

@@ -1,0 +1,54 @@
+"""What `changelake chaos` reads from verify's report and prints at the end."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pipelines.chaos.faults import KINDS
+from pipelines.chaos.runner import ChaosSummary, RoundResult, count, samples
+
+
+def part(rows: int, missing: int = 0, extra: int = 0, differing: int = 0) -> dict[str, Any]:
+    lines = [f"differing ({i},): qty: source 1 derived 2" for i in range(differing)]
+    return {
+        "rows": rows,
+        "missing": missing,
+        "extra": extra,
+        "differing": differing,
+        "samples": lines,
+    }
+
+
+REPORT = {
+    "equal": False,
+    "tables": [
+        {"table": "orders", "delta": part(100), "index": None},
+        {"table": "products", "delta": part(10, differing=2), "index": part(10, missing=1)},
+    ],
+}
+
+
+def test_rows_and_differences_are_summed_over_tables_and_their_indexes() -> None:
+    assert count(REPORT, "rows") == 120
+    assert count(REPORT, "differences") == 3
+
+
+def test_samples_name_the_table_and_the_side() -> None:
+    assert samples(REPORT) == [
+        "products (delta): differing (0,): qty: source 1 derived 2",
+        "products (delta): differing (1,): qty: source 1 derived 2",
+    ]
+
+
+def test_the_summary_counts_faults_by_kind_changes_and_differences() -> None:
+    rounds = [RoundResult(n, list(KINDS), 100 * n, 250 * n, 30.0, 1000, 0, {}) for n in (1, 2)]
+    summary = ChaosSummary(rounds, Counter({k: 2 for k in KINDS}), 600.0)
+    d = summary.as_dict()
+    assert (d["faults_total"], d["transactions"], d["row_changes"]) == (10, 300, 750)
+    assert (d["rows_compared"], d["differences"]) == (2000, 0)
+    text = summary.text()
+    assert "chaos: 2 rounds, 10 faults in 10.0 min" in text
+    for kind in KINDS:
+        assert f"  {kind:<18}    2" in text
+    assert "differences              0" in text
