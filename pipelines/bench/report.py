@@ -1,0 +1,415 @@
+"""The benchmark's results: their JSON shape, and the report written from them.
+
+`write_report(results, out_dir)` writes three files into `out_dir`:
+
+- `results.json`: the `Results` dict below, verbatim except that `ratios` is (re)computed;
+- `report.md`: how it was measured, then tables of figures, stages, load steps and resources;
+- `freshness.png`: lag and freshness to Delta over time, with the load steps shaded.
+
+Every figure that was not measured is `None` (JSON `null`) and reads as a dash in the report.
+Rates are changes (or rows) per second, durations are seconds, memory is MiB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Required, TypedDict, cast
+
+from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
+from pipelines.exceptions import ConfigError
+
+MISSING = "\u2013"  # an en dash: an empty cell, not a minus sign
+TIMES = "\u00d7"  # the multiplication sign after a ratio
+REPORT_FILES = ("results.json", "report.md", "freshness.png")
+PERCENTILES = ("p50", "p95", "p99")
+STAGE_NAMES = {
+    "decoding": "Postgres decoding",
+    "debezium": "Debezium",
+    "spark_apply": "Spark apply",
+}
+
+
+class Machine(TypedDict):
+    cores: int
+    memory_gib: float
+    python: str
+    spark: str
+
+
+class Params(TypedDict):
+    rows: int  # source rows the snapshot bootstraps
+    rate: float  # changes/s of the first load step
+    seconds: float  # length of each load step
+    step_rates: list[float]  # every load step's target changes/s, in the order run
+    settle_s: float  # the start of each step that `lag_is_bounded` ignores
+    max_lag_s: float  # the lag a bounded step never exceeds
+
+
+class SnapshotFigures(TypedDict):
+    rows: int
+    seconds: float
+    rows_per_s: float
+
+
+class Sustained(TypedDict):
+    steps: list[StepDict]
+    highest_bounded_rate: float | None
+
+
+class Freshness(TypedDict):
+    delta: SummaryDict | None  # Postgres commit → the Delta commit holding the change
+    search: SummaryDict | None  # Postgres commit → the change is searchable in OpenSearch
+
+
+class Stage(TypedDict):
+    changes_per_s: float | None
+    fraction_of_decoding: float | None
+
+
+class Stages(TypedDict):
+    decoding: Stage  # Postgres logical decoding alone: the ceiling for everything after it
+    debezium: Stage
+    spark_apply: Stage
+
+
+class Baseline(TypedDict):
+    """The textbook foreachBatch MERGE pipeline on the same data; figures it did not run: None."""
+
+    snapshot_rows_per_s: float | None
+    highest_bounded_rate: float | None
+    apply_changes_per_s: float | None
+    freshness: Freshness
+
+
+class Usage(TypedDict):
+    cpu_seconds: float
+    peak_rss_mb: float
+
+
+class TimelinePoint(TypedDict, total=False):
+    """What was observed at `t` seconds after the sustained load started; any field may be absent.
+
+    `rate` is the target rate of the load step in force at `t`.
+    """
+
+    t: Required[float]
+    lag_s: float
+    delta_freshness_s: float
+    rate: float
+
+
+class Results(TypedDict):
+    started_at: str  # ISO 8601 with a time zone
+    duration_s: float
+    machine: Machine
+    params: Params
+    snapshot: SnapshotFigures | None
+    sustained: Sustained | None
+    freshness: Freshness
+    stages: Stages
+    baseline: Baseline | None
+    ratios: dict[str, float | None]  # FIGURES' keys: changelake ÷ baseline
+    resources: dict[str, Usage]  # by service
+    timeline: list[TimelinePoint]
+
+
+def machine_info(spark: str) -> Machine:
+    """This machine's cores and memory, and the versions the figures depend on."""
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    return Machine(
+        cores=os.cpu_count() or 1,
+        memory_gib=round(total_kb / 2**20, 1),
+        python=platform.python_version(),
+        spark=spark,
+    )
+
+
+def stage_figures(
+    decoding: float | None, debezium: float | None, spark_apply: float | None
+) -> Stages:
+    """Each stage's changes/s, also as a fraction of what Postgres can decode."""
+
+    def stage(rate: float | None) -> Stage:
+        return Stage(changes_per_s=rate, fraction_of_decoding=_ratio(rate, decoding))
+
+    return Stages(
+        decoding=stage(decoding), debezium=stage(debezium), spark_apply=stage(spark_apply)
+    )
+
+
+def sustained_figures(steps: Sequence[StepResult]) -> Sustained:
+    """The steps, and the rate reached by the fastest one whose lag stayed bounded.
+
+    The rate achieved, not the one asked for: a load generator that fell short must not lend the
+    pipeline its target.
+    """
+    best = highest_bounded(steps)
+    return Sustained(
+        steps=[step.as_dict() for step in steps],
+        highest_bounded_rate=None if best is None else best.achieved_rate,
+    )
+
+
+def to_json(results: Results | Mapping[str, Any]) -> str:
+    return json.dumps(results, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def load_results(path: Path) -> Results:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read benchmark results: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a benchmark results file (not a JSON object)")
+    missing = sorted(key for key in Results.__required_keys__ if key not in data)
+    if missing:
+        raise ConfigError(
+            f"{path}: not a benchmark results file, it lacks {', '.join(missing)}",
+            hint="write it with pipelines.bench.report.write_report",
+        )
+    return cast(Results, data)
+
+
+# --- figures: ours against the baseline ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One row of the main table: where changelake's and the baseline's value live."""
+
+    key: str
+    label: str
+    ours: tuple[str, ...]  # path into Results
+    baseline: tuple[str, ...]  # path into Results["baseline"]
+    show: Callable[[float], str]
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f}" if value < 10 else f"{value:,.1f}" if value < 100 else _count(value)
+
+
+def _freshness_figures(sink: str, name: str) -> list[Comparison]:
+    return [
+        Comparison(
+            key=f"{sink}_{p}",
+            label=f"freshness to {name} {p} (s)",
+            ours=("freshness", sink, p),
+            baseline=("freshness", sink, p),
+            show=_seconds,
+        )
+        for p in PERCENTILES
+    ]
+
+
+FIGURES = (
+    Comparison(
+        key="snapshot_rows_per_s",
+        label="snapshot (rows/s)",
+        ours=("snapshot", "rows_per_s"),
+        baseline=("snapshot_rows_per_s",),
+        show=_count,
+    ),
+    Comparison(
+        key="highest_bounded_rate",
+        label="highest sustained (changes/s)",
+        ours=("sustained", "highest_bounded_rate"),
+        baseline=("highest_bounded_rate",),
+        show=_count,
+    ),
+    Comparison(
+        key="apply_changes_per_s",
+        label="Spark apply (changes/s)",
+        ours=("stages", "spark_apply", "changes_per_s"),
+        baseline=("apply_changes_per_s",),
+        show=_count,
+    ),
+    *_freshness_figures("delta", "Delta"),
+    *_freshness_figures("search", "search"),
+)
+
+
+def _get(data: Any, path: Sequence[str]) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping) or data.get(key) is None:
+            return None
+        data = data[key]
+    return data
+
+
+def _ratio(ours: float | None, baseline: float | None) -> float | None:
+    return None if ours is None or not baseline else ours / baseline
+
+
+def _figure_values(results: Mapping[str, Any], figure: Comparison) -> tuple[Any, Any]:
+    return _get(results, figure.ours), _get(results, ("baseline", *figure.baseline))
+
+
+def ratios(results: Results | Mapping[str, Any]) -> dict[str, float | None]:
+    """changelake ÷ baseline for every figure: above 1 is better for rates, below for freshness."""
+    return {f.key: _ratio(*_figure_values(results, f)) for f in FIGURES}
+
+
+# --- markdown ---------------------------------------------------------------------------------
+
+
+def _cell(value: float | None, show: Callable[[float], str]) -> str:
+    return MISSING if value is None else show(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
+def _method(results: Mapping[str, Any]) -> str:
+    params, machine = results["params"], results["machine"]
+    steps = ", ".join(_count(rate) for rate in params["step_rates"]) or _count(params["rate"])
+    return (
+        f"Measured on {machine['cores']} cores and {machine['memory_gib']} GiB of memory "
+        f"(Python {machine['python']}, Spark {machine['spark']}), starting {results['started_at']} "
+        f"and taking {_seconds(results['duration_s'])} s. The snapshot bootstraps "
+        f"{_count(params['rows'])} source rows from their compacted topics. The sustained load "
+        f"then runs {_seconds(params['seconds'])} s at each of {steps} changes/s; a step counts "
+        f"as sustained when, after its first {_seconds(params['settle_s'])} s, lag stays under "
+        f"{_seconds(params['max_lag_s'])} s and does not trend upward. Freshness is the time from "
+        "a Postgres commit to the Delta commit holding the change, and to the change being "
+        "searchable in OpenSearch. The baseline is a textbook foreachBatch MERGE pipeline on the "
+        "same data; ratio = changelake ÷ baseline, so above 1 is better for rates and below 1 "
+        "is better for freshness. Stage rates are a fraction of what Postgres' logical decoding "
+        "alone delivers, the ceiling for every stage after it."
+    )
+
+
+def _figures_table(results: Mapping[str, Any]) -> str:
+    rows = []
+    for figure in FIGURES:
+        ours, base = _figure_values(results, figure)
+        ratio = _ratio(ours, base)
+        rows.append(
+            [
+                figure.label,
+                _cell(ours, figure.show),
+                _cell(base, figure.show),
+                _cell(ratio, lambda r: f"{r:.2f}{TIMES}"),
+            ]
+        )
+    return _table(["figure", "changelake", "baseline", "ratio"], rows)
+
+
+def _stages_table(results: Mapping[str, Any]) -> str:
+    rows = [
+        [
+            name,
+            _cell(_get(results, ("stages", key, "changes_per_s")), _count),
+            _cell(_get(results, ("stages", key, "fraction_of_decoding")), lambda f: f"{f:.1%}"),
+        ]
+        for key, name in STAGE_NAMES.items()
+    ]
+    return _table(["stage", "changes/s", "fraction of decoding"], rows)
+
+
+def _steps_table(results: Mapping[str, Any]) -> str:
+    steps = _get(results, ("sustained", "steps")) or []
+    rows = [
+        [_count(s["target_rate"]), _count(s["achieved_rate"]), "yes" if s["bounded"] else "no"]
+        for s in steps
+    ]
+    return _table(["target changes/s", "achieved changes/s", "lag bounded"], rows)
+
+
+def _resources_table(results: Mapping[str, Any]) -> str:
+    rows = [
+        [name, f"{usage['cpu_seconds']:,.1f}", _count(usage["peak_rss_mb"])]
+        for name, usage in (results.get("resources") or {}).items()
+    ]
+    return _table(["service", "CPU s", "peak MB"], rows)
+
+
+def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.png") -> str:
+    day = datetime.fromisoformat(results["started_at"]).date().isoformat()
+    sections = [
+        f"# changelake benchmark, {day}",
+        _method(results),
+        _figures_table(results),
+        "## Stages",
+        _stages_table(results),
+        "## Load steps",
+        _steps_table(results),
+        "## Resources",
+        "CPU seconds and peak resident memory (sum over each service's processes; shared memory "
+        "counts once per process that maps it).",
+        _resources_table(results),
+        "## Freshness and lag over time",
+        f"![freshness and lag]({plot_name})",
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+# --- plot -------------------------------------------------------------------------------------
+
+
+def _step_spans(timeline: Sequence[TimelinePoint]) -> list[tuple[float, float, float]]:
+    """(start, end, rate) for each run of points under the same load step."""
+    spans: list[tuple[float, float, float]] = []
+    for point in sorted((p for p in timeline if "rate" in p), key=lambda p: p["t"]):
+        if spans and spans[-1][2] == point["rate"]:
+            spans[-1] = (spans[-1][0], point["t"], point["rate"])
+        else:
+            if spans:  # a step lasts until the next one starts
+                spans[-1] = (spans[-1][0], point["t"], spans[-1][2])
+            spans.append((point["t"], point["t"], point["rate"]))
+    return spans
+
+
+def plot(timeline: Sequence[TimelinePoint], path: Path) -> None:
+    """Lag (top) and freshness to Delta (bottom) against seconds since the load started."""
+    # imported here: matplotlib takes a noticeable time to import, and only this needs it
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 6), layout="constrained")
+    FigureCanvasAgg(fig)  # Agg, without pyplot's global state: safe off the main thread
+    lag_ax, fresh_ax = fig.subplots(2, 1, sharex=True)
+    lag = sorted((p["t"], p["lag_s"]) for p in timeline if "lag_s" in p)
+    fresh = [(p["t"], p["delta_freshness_s"]) for p in timeline if "delta_freshness_s" in p]
+    lag_ax.plot([t for t, _ in lag], [v for _, v in lag], color="tab:red", linewidth=1)
+    fresh_ax.scatter([t for t, _ in fresh], [v for _, v in fresh], s=6, color="tab:blue")
+    for number, (start, end, rate) in enumerate(_step_spans(timeline)):
+        for ax in (lag_ax, fresh_ax):
+            ax.axvspan(start, end, color="grey", alpha=0.12 if number % 2 else 0.04, linewidth=0)
+        label = f" {_count(rate)}/s"
+        lag_ax.text(
+            start, 0.97, label, transform=lag_ax.get_xaxis_transform(), va="top", fontsize=8
+        )
+    if not timeline:
+        for ax in (lag_ax, fresh_ax):
+            ax.text(0.5, 0.5, "no timeline recorded", transform=ax.transAxes, ha="center")
+            ax.set_xticks([])
+    for ax in (lag_ax, fresh_ax):
+        ax.set_ylim(bottom=0)  # a zero baseline, so a small wobble does not look like a trend
+    lag_ax.set_ylabel("lag (s)")
+    fresh_ax.set_ylabel("commit → Delta (s)")
+    fresh_ax.set_xlabel("seconds since the sustained load started")
+    fig.savefig(path, format="png", dpi=100)
+
+
+def write_report(results: Results | Mapping[str, Any], out_dir: Path) -> tuple[Path, Path, Path]:
+    """Write results.json, report.md and freshness.png into `out_dir`; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    full = {**results, "ratios": ratios(results)}
+    json_path, md_path, png_path = (out_dir / name for name in REPORT_FILES)
+    json_path.write_text(to_json(full))
+    md_path.write_text(markdown(full, png_path.name))
+    plot(full.get("timeline") or [], png_path)
+    return json_path, md_path, png_path

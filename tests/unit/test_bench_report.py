@@ -1,0 +1,176 @@
+"""The benchmark report: results.json round-trips, report.md shows the figures, a PNG is drawn."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from pipelines.bench.report import (
+    MISSING,
+    TIMES,
+    Baseline,
+    Freshness,
+    Results,
+    TimelinePoint,
+    load_results,
+    machine_info,
+    markdown,
+    ratios,
+    stage_figures,
+    sustained_figures,
+    write_report,
+)
+from pipelines.bench.stats import StepResult, Summary
+from pipelines.exceptions import ConfigError
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def row(*cells: str | None) -> str:
+    """A markdown table row as the report writes it, with a dash for a missing value."""
+    return "| " + " | ".join(MISSING if c is None else c for c in cells) + " |"
+
+
+def times(ratio: str) -> str:
+    return ratio + TIMES
+
+
+def timeline() -> list[TimelinePoint]:
+    points: list[TimelinePoint] = []
+    for t in range(40):
+        rate = 500.0 if t < 20 else 1000.0
+        points.append({"t": float(t), "lag_s": 0.5 + (t >= 20) * 0.1 * (t - 20), "rate": rate})
+        points.append({"t": t + 0.5, "delta_freshness_s": 1.0 + t / 40})
+    return points
+
+
+@pytest.fixture
+def results() -> Results:
+    steps = [
+        StepResult(500, 498.4, True, ((5.0, 0.5), (10.0, 0.6))),
+        StepResult(1000, 951.0, False, ((5.0, 2.0), (10.0, 4.0))),
+    ]
+    return Results(
+        started_at="2026-03-14T09:26:53+00:00",
+        duration_s=312.46,
+        machine={"cores": 2, "memory_gib": 7.8, "python": "3.11.7", "spark": "4.2.0"},
+        params={
+            "rows": 100_000,
+            "rate": 500,
+            "seconds": 60,
+            "step_rates": [500, 1000],
+            "settle_s": 10,
+            "max_lag_s": 30,
+        },
+        snapshot={"rows": 100_000, "seconds": 5.0, "rows_per_s": 20_000.0},
+        sustained=sustained_figures(steps),
+        freshness=Freshness(
+            delta=Summary(120, 0.8123, 1.96, 12.345, 14.0).as_dict(),
+            search=Summary(30, 1.2, 2.5, 3.75, 4.0).as_dict(),
+        ),
+        stages=stage_figures(390_000.0, 40_000.0, 1_200.0),
+        baseline=Baseline(
+            snapshot_rows_per_s=5_000.0,
+            highest_bounded_rate=249.2,
+            apply_changes_per_s=None,
+            freshness=Freshness(
+                delta=Summary(60, 3.2492, 7.84, 123.4, 130.0).as_dict(), search=None
+            ),
+        ),
+        ratios={},
+        resources={
+            "postgres": {"cpu_seconds": 12.34, "peak_rss_mb": 1234.4},
+            "pipeline": {"cpu_seconds": 250.0, "peak_rss_mb": 987.6},
+        },
+        timeline=timeline(),
+    )
+
+
+def test_derived_figures() -> None:
+    stages = stage_figures(390_000.0, 39_000.0, None)
+    assert stages["decoding"] == {"changes_per_s": 390_000.0, "fraction_of_decoding": 1.0}
+    assert stages["debezium"]["fraction_of_decoding"] == pytest.approx(0.1)
+    assert stages["spark_apply"] == {"changes_per_s": None, "fraction_of_decoding": None}
+    assert stage_figures(None, 1.0, 1.0)["debezium"]["fraction_of_decoding"] is None
+    steps = [StepResult(100, 99, True), StepResult(200, 190, True), StepResult(400, 300, False)]
+    assert sustained_figures(steps)["highest_bounded_rate"] == 190  # achieved, not targeted
+    assert sustained_figures(steps[2:])["highest_bounded_rate"] is None
+    machine = machine_info("4.2.0")
+    assert machine["cores"] >= 1 and machine["memory_gib"] > 0 and machine["spark"] == "4.2.0"
+
+
+def test_ratios_are_ours_over_the_baseline(results: Results) -> None:
+    got = ratios(results)
+    assert got["snapshot_rows_per_s"] == pytest.approx(4.0)
+    assert got["highest_bounded_rate"] == pytest.approx(498.4 / 249.2)
+    assert got["delta_p50"] == pytest.approx(0.8123 / 3.2492)
+    assert got["apply_changes_per_s"] is None  # the baseline has no figure
+    assert got["search_p99"] is None
+    assert set(ratios({**results, "baseline": None}).values()) == {None}
+
+
+def test_the_report_files_are_written(results: Results, tmp_path: Path) -> None:
+    out = tmp_path / "bench" / "run-1"
+    paths = write_report(results, out)
+    assert paths == (out / "results.json", out / "report.md", out / "freshness.png")
+    assert paths[2].read_bytes().startswith(PNG_MAGIC)
+    assert load_results(paths[0]) == {**results, "ratios": ratios(results)}
+    assert results["ratios"] == {}  # the caller's dict is left alone
+
+
+def test_the_markdown_shows_each_figure(results: Results) -> None:
+    text = markdown({**results, "ratios": ratios(results)})
+    assert text.startswith("# changelake benchmark, 2026-03-14\n")
+    assert "100,000 source rows" in text
+    assert "runs 60.0 s at each of 500, 1,000 changes/s" in text
+    for line in [
+        row("figure", "changelake", "baseline", "ratio"),
+        row("snapshot (rows/s)", "20,000", "5,000", times("4.00")),
+        row("highest sustained (changes/s)", "498", "249", times("2.00")),
+        row("Spark apply (changes/s)", "1,200", None, None),
+        row("freshness to Delta p50 (s)", "0.81", "3.25", times("0.25")),
+        row("freshness to Delta p95 (s)", "1.96", "7.84", times("0.25")),
+        row("freshness to Delta p99 (s)", "12.3", "123", times("0.10")),
+        row("freshness to search p50 (s)", "1.20", None, None),
+        row("freshness to search p99 (s)", "3.75", None, None),
+        row("Postgres decoding", "390,000", "100.0%"),
+        row("Debezium", "40,000", "10.3%"),
+        row("Spark apply", "1,200", "0.3%"),
+        row("500", "498", "yes"),
+        row("1,000", "951", "no"),
+        row("postgres", "12.3", "1,234"),
+        row("pipeline", "250.0", "988"),
+        "![freshness and lag](freshness.png)",
+    ]:
+        assert line + "\n" in text
+
+
+def test_a_run_with_nothing_but_parameters_still_reports(results: Results, tmp_path: Path) -> None:
+    bare = copy.deepcopy(results)
+    bare.update(
+        snapshot=None,
+        sustained=None,
+        freshness=Freshness(delta=None, search=None),
+        stages=stage_figures(None, None, None),
+        baseline=None,
+        resources={},
+        timeline=[],
+    )
+    _, md_path, png_path = write_report(bare, tmp_path)
+    text = md_path.read_text()
+    assert row("snapshot (rows/s)", None, None, None) in text
+    assert row("freshness to Delta p99 (s)", None, None, None) in text
+    assert row("Debezium", None, None) in text
+    assert png_path.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_a_file_that_is_not_results_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text('{"started_at": "2026-03-14T09:26:53+00:00"}')
+    with pytest.raises(ConfigError, match=r"results\.json: not a benchmark results file, it lacks"):
+        load_results(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="not a JSON object"):
+        load_results(path)
