@@ -79,8 +79,12 @@ def test_one_round_of_every_fault_leaves_lake_and_index_equal(
         search={t: {"name": "text", "qty": "numeric"}},
     )
     p.caught_up()
-    chaos = Chaos(settings, p.env, lambda seed: Churn(p.dsn, t, seed), tmp_path / "chaos", print)
-    options = ChaosOptions(rounds=1, seed=5, gap_s=(1.0, 4.0), outage_s=(3.0, 8.0))
+    options = ChaosOptions(rounds=1, rate=20, seed=5, gap_s=(1.0, 4.0), outage_s=(3.0, 8.0))
+
+    def churn(seed: int) -> Churn:
+        return Churn(p.dsn, t, seed, options.rate)
+
+    chaos = Chaos(settings, p.env, churn, tmp_path / "chaos", print)
     summary = chaos.run(options)
 
     assert dict(summary.faults) == dict.fromkeys(KINDS, 1)
