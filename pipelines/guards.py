@@ -6,7 +6,7 @@ happened and what to do, instead of idling or silently re-reading a topic create
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import psycopg
@@ -72,6 +72,7 @@ class Watched:
     name: str
     topic: str
     slot: str
+    database: str | None  # None: the settings' database
     applied: Mapping[str, int]  # partition → the next offset the table will read
 
 
@@ -79,7 +80,10 @@ class Watch:
     """Checks the running tables every `every_s` seconds; `due_stops` returns the tables to stop
     and why. Outages (Kafka or Postgres unreachable) decide nothing: the next check will."""
 
-    def __init__(self, bootstrap: str, dsn: str, every_s: float = 10.0) -> None:
+    def __init__(
+        self, bootstrap: str, dsn: Callable[[str | None], str], every_s: float = 10.0
+    ) -> None:
+        """`dsn(database)` connects to a source database (None: the default one)."""
         self.bootstrap, self.dsn, self.every_s = bootstrap, dsn, every_s
         self.dropped_at: dict[str, str] = {}  # table → WAL position when its drop was seen
 
@@ -107,27 +111,31 @@ class Watch:
         return stops
 
     def _dropped(self, running: list[Watched]) -> list[Watched]:
-        """Tables gone from the source whose last changes have all reached the lake: Debezium
-        has confirmed the WAL written up to when the drop was seen, and the table has applied
-        everything its topic holds."""
-        gone = missing_tables(self.dsn, [(w.schema, w.name) for w in running])
+        """Tables gone from their source database whose last changes have all reached the
+        lake: Debezium has confirmed the WAL written up to when the drop was seen, and the table
+        has applied everything its topic holds."""
         done = []
-        with psycopg.connect(self.dsn, connect_timeout=5, autocommit=True) as conn:
-            for w in running:
+        for database in {w.database for w in running}:
+            here = [w for w in running if w.database == database]
+            gone = missing_tables(self.dsn(database), [(w.schema, w.name) for w in here])
+            for w in here:
                 if (w.schema, w.name) not in gone:
                     self.dropped_at.pop(w.table, None)
-                    continue
-                if w.table not in self.dropped_at:
-                    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-                    self.dropped_at[w.table] = str(row[0]) if row else "0/0"
-                row = conn.execute(
-                    "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
-                    " WHERE slot_name = %s",
-                    (self.dropped_at[w.table], w.slot),
-                ).fetchone()
-                if row and row[0] and self._drained(w):
+                elif self._confirmed_since_drop(w) and self._drained(w):
                     done.append(w)
         return done
+
+    def _confirmed_since_drop(self, w: Watched) -> bool:
+        with psycopg.connect(self.dsn(w.database), connect_timeout=5, autocommit=True) as conn:
+            if w.table not in self.dropped_at:
+                row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+                self.dropped_at[w.table] = str(row[0]) if row else "0/0"
+            row = conn.execute(
+                "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
+                " WHERE slot_name = %s",
+                (self.dropped_at[w.table], w.slot),
+            ).fetchone()
+        return bool(row and row[0])
 
     def _drained(self, w: Watched) -> bool:
         try:

@@ -106,7 +106,7 @@ class Pipeline:
         self.stopping = False
         self.next_discovery = self.next_summary = 0.0
         self.search_client = SearchClient(settings.opensearch_url, settings.search_retry_s, out)
-        self.watch = Watch(settings.kafka_bootstrap, Postgres(settings).admin_dsn())
+        self.watch = Watch(settings.kafka_bootstrap, Postgres(settings).admin_dsn)
         self.next_watch = 0.0
 
     # --- one table ---------------------------------------------------------------------------
@@ -372,7 +372,15 @@ class Pipeline:
 
     def _watch(self) -> None:
         running = [
-            Watched(name, j.ref.schema, j.ref.name, j.ref.topic, j.ref.slot, dict(j.offsets))
+            Watched(
+                name,
+                j.ref.schema,
+                j.ref.name,
+                j.ref.topic,
+                j.ref.slot,
+                j.ref.database,
+                dict(j.offsets),
+            )
             for name, j in self.jobs.items()
             if j.state == "running"
         ]

@@ -30,6 +30,7 @@ class TableRef:
     placeholder: str = DEFAULT_PLACEHOLDER
     soft_delete: bool = False
     search: IndexSpec | None = None  # what of it is indexed, if anything
+    database: str | None = None  # the connector's database.dbname; None: the settings' one
 
     def path(self, root: str) -> str:
         return f"{root.rstrip('/')}/{self.schema}/{self.name}"
@@ -74,9 +75,15 @@ def _from_connector(
                 placeholder=placeholder,
                 soft_delete=name in soft,
                 search=search.get(name),
+                database=_literal(cf.config.get("database.dbname")),
             )
         )
     return refs
+
+
+def _literal(value: str | None) -> str | None:
+    """A config value, unless it is a Connect config-provider reference we cannot resolve."""
+    return None if not value or value.startswith("${") else value
 
 
 def captured(

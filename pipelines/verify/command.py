@@ -69,8 +69,12 @@ def verify(
 ) -> list[TableCheck]:
     wait_applied(settings, spark, refs, timeout_s, out)
     client = SearchClient(settings.opensearch_url, retry_for_s=30)
-    with connect(Postgres(settings).admin_dsn()) as conn:
-        return [_check(settings, spark, conn, client, ref, step, out) for ref in refs]
+    checks: dict[str, TableCheck] = {}
+    for database in {r.database for r in refs}:  # each connector's own source database
+        with connect(Postgres(settings).admin_dsn(database)) as conn:
+            for ref in (r for r in refs if r.database == database):
+                checks[ref.name] = _check(settings, spark, conn, client, ref, step, out)
+    return [checks[r.name] for r in refs]
 
 
 def _columns(conn: psycopg.Connection[Any], ref: TableRef) -> dict[str, str]:
