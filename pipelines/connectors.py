@@ -163,6 +163,36 @@ def apply(
         progress(f"  {cf.name:<20} {verb} from {cf.path}")
     for cf in connectors:
         wait_running(api, cf.name, timeout_s, progress)
+        reconcile_topics(settings, cf, progress)
+
+
+_NOT_TOPIC_CONFIGS = ("replication.factor", "partitions")
+
+
+def reconcile_topics(settings: Settings, cf: ConnectorFile, progress: Progress) -> None:
+    """Give the table topics that already exist the configs the file asks new ones to get
+    (Connect applies `topic.creation.default.*` only when it creates a topic): a file that now
+    asks for, say, a longer `min.compaction.lag.ms` must not leave old topics without it."""
+    from pipelines import kafka_io
+
+    wanted = {
+        key.removeprefix("topic.creation.default."): value
+        for key, value in cf.config.items()
+        if key.startswith("topic.creation.default.")
+        and key.removeprefix("topic.creation.default.") not in _NOT_TOPIC_CONFIGS
+    }
+    prefix = cf.config.get("topic.prefix", "")
+    tables = [t.strip() for t in cf.config.get("table.include.list", "").split(",") if t.strip()]
+    existing = set(kafka_io.list_topics(settings.kafka_bootstrap, f"{prefix}."))
+    for topic in (f"{prefix}.{t}" for t in tables):
+        if topic not in existing or not wanted:
+            continue
+        current = kafka_io.topic_config(settings.kafka_bootstrap, topic)
+        differing = {k: v for k, v in wanted.items() if current.get(k) != v}
+        if differing:
+            kafka_io.set_topic_config(settings.kafka_bootstrap, topic, differing)
+            said = ", ".join(f"{k}={v}" for k, v in sorted(differing.items()))
+            progress(f"  {topic}: set {said}")
 
 
 def _same(current: dict[str, str], cf: ConnectorFile) -> bool:

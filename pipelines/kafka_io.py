@@ -147,6 +147,24 @@ def topic_config(bootstrap: str, topic: str) -> dict[str, str]:
     return {name: entry.value for name, entry in future.result(timeout=10).items()}
 
 
+def set_topic_config(bootstrap: str, topic: str, values: dict[str, str]) -> None:
+    """Set these configs on an existing topic, leaving its others alone."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in values.items()
+    ]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    client = admin(bootstrap)
+    for future in client.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+
+
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     if not topics:
         return

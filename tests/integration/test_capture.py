@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 from pipelines import kafka_io
-from tests.support import wait_for
+from tests.support import changelake, wait_for
 
 pytestmark = pytest.mark.stack
 PLACEHOLDER = "__debezium_unavailable_value"
@@ -98,7 +99,7 @@ def test_snapshot_then_every_kind_of_change_arrives_in_order(
 
 
 def test_table_topics_are_compacted_and_metadata_topics_are_not(
-    admin_dsn: str, bootstrap: str, capture: Callable[[str], str], unique: str
+    admin_dsn: str, bootstrap: str, capture: Callable[[str], str], unique: str, tmp_path: Path
 ) -> None:
     table = f"cfg_{unique}"
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
@@ -106,9 +107,18 @@ def test_table_topics_are_compacted_and_metadata_topics_are_not(
         conn.execute(f"INSERT INTO public.{table} VALUES (1, 'x')")
     prefix = capture(f"public.{table}")
     records(bootstrap, f"{prefix}.public.{table}", 1)
-    assert (
-        kafka_io.topic_config(bootstrap, f"{prefix}.public.{table}")["cleanup.policy"] == "compact"
-    )
+    topic = f"{prefix}.public.{table}"
+    config = kafka_io.topic_config(bootstrap, topic)
+    assert config["cleanup.policy"] == "compact"
+    # A delete event stays a day before compaction may drop it for its tombstone: a pipeline
+    # that lags (a restart, an outage) still reads the delete, not only the key's tombstone.
+    assert config["min.compaction.lag.ms"] == str(24 * 3600 * 1000)
+    # A topic created before the file asked for that gets it on the next `connectors apply`.
+    kafka_io.set_topic_config(bootstrap, topic, {"min.compaction.lag.ms": "0"})
+    (path,) = (tmp_path / "connectors").glob("*.json")
+    applied = changelake("connectors", "apply", str(path)).stdout
+    assert f"{topic}: set min.compaction.lag.ms=86400000" in applied
+    assert kafka_io.topic_config(bootstrap, topic)["min.compaction.lag.ms"] == "86400000"
     wait_for(
         lambda: kafka_io.list_topics(bootstrap, f"{prefix}.transaction"), 60, "transaction topic"
     )
