@@ -6,6 +6,7 @@ happened and what to do, instead of idling or silently re-reading a topic create
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -65,6 +66,25 @@ def missing_tables(dsn: str, tables: Iterable[tuple[str, str]]) -> set[tuple[str
     return {(str(s), str(t)) for s, t in rows}
 
 
+DROP_GRACE_S = 120.0  # how long a dropped table waits for its last changes to arrive
+
+
+def _dropped_message(w: Watched, complete: bool, grace_s: float) -> str:
+    said = f"its source table {w.schema}.{w.name} was dropped (or renamed); "
+    if complete:
+        said += "the Delta table keeps every change captured before that. "
+    else:
+        said += (
+            f"Debezium had not delivered the changes made before the drop after {grace_s:.0f} s "
+            f"(see `changelake connectors status`: slot {w.slot}), so the last of them may be "
+            "missing from the Delta table. "
+        )
+    return said + (
+        "Remove it from the connector's table.include.list, or re-create it and run "
+        f"`changelake run --resnapshot {w.table}`"
+    )
+
+
 @dataclass(frozen=True)
 class Watched:
     table: str
@@ -85,7 +105,8 @@ class Watch:
     ) -> None:
         """`dsn(database)` connects to a source database (None: the default one)."""
         self.bootstrap, self.dsn, self.every_s = bootstrap, dsn, every_s
-        self.dropped_at: dict[str, str] = {}  # table → WAL position when its drop was seen
+        self.dropped_at: dict[str, tuple[str, float]] = {}  # table → (WAL position, time) seen
+        self.drop_grace_s = DROP_GRACE_S
 
     def due_stops(self, running: Iterable[Watched]) -> dict[str, str]:
         """Returns table → message for each table whose changelog has ended."""
@@ -99,21 +120,18 @@ class Watch:
         except (ChangelakeError, KafkaException):  # Kafka away: no verdict on any topic
             pass
         try:
-            for w in self._dropped([w for w in running if w.table not in stops]):
-                stops[w.table] = (
-                    f"its source table {w.schema}.{w.name} was dropped (or renamed); the Delta "
-                    "table keeps every change captured before that. Remove it from the "
-                    "connector's table.include.list, or re-create it and run `changelake run "
-                    f"--resnapshot {w.table}`"
-                )
+            for w, complete in self._dropped([w for w in running if w.table not in stops]):
+                stops[w.table] = _dropped_message(w, complete, self.drop_grace_s)
         except psycopg.Error:  # Postgres away: no verdict on its tables
             pass
         return stops
 
-    def _dropped(self, running: list[Watched]) -> list[Watched]:
-        """Tables gone from their source database whose last changes have all reached the
-        lake: Debezium has confirmed the WAL written up to when the drop was seen, and the table
-        has applied everything its topic holds."""
+    def _dropped(self, running: list[Watched]) -> list[tuple[Watched, bool]]:
+        """Tables gone from their source database whose changelog has ended, each with whether
+        it ended complete: Debezium confirmed the WAL written up to when the drop was seen and
+        the table applied everything its topic holds; or, after `drop_grace_s`, not (Debezium
+        fails on events of a table dropped before it read them: it can no longer look up the
+        key)."""
         done = []
         for database in {w.database for w in running}:
             here = [w for w in running if w.database == database]
@@ -122,18 +140,20 @@ class Watch:
                 if (w.schema, w.name) not in gone:
                     self.dropped_at.pop(w.table, None)
                 elif self._confirmed_since_drop(w) and self._drained(w):
-                    done.append(w)
+                    done.append((w, True))
+                elif time.monotonic() - self.dropped_at[w.table][1] > self.drop_grace_s:
+                    done.append((w, False))
         return done
 
     def _confirmed_since_drop(self, w: Watched) -> bool:
         with psycopg.connect(self.dsn(w.database), connect_timeout=5, autocommit=True) as conn:
             if w.table not in self.dropped_at:
                 row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-                self.dropped_at[w.table] = str(row[0]) if row else "0/0"
+                self.dropped_at[w.table] = (str(row[0]) if row else "0/0", time.monotonic())
             row = conn.execute(
                 "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
                 " WHERE slot_name = %s",
-                (self.dropped_at[w.table], w.slot),
+                (self.dropped_at[w.table][0], w.slot),
             ).fetchone()
         return bool(row and row[0])
 

@@ -171,7 +171,7 @@ class Pipeline:
         meta = DeltaSink(self.spark, ref.path(self.settings.lake), ref.name).last_commit()
         job.offsets = {p: int(o) for p, o in (meta.offsets if meta else {}).items()}
         if problem := topic_problem(self.settings.kafka_bootstrap, ref.topic, job.offsets):
-            raise ChangelakeError(f"{ref.name}: {problem}", topic_hint(ref.name))
+            raise ChangelakeError(f"{problem}. {topic_hint(ref.name)}")
         if not job.offsets:
             return "earliest"
         return json.dumps({ref.topic: job.offsets})

@@ -78,11 +78,16 @@ def test_a_dropped_source_table_stops_its_table_after_its_last_changes(
     p.sql(f"INSERT INTO public.{t} SELECT i, 'late ' || i FROM generate_series(51, 60) i")
     with psycopg.connect(p.dsn) as conn:
         final = conn.execute(f"SELECT id, name FROM public.{t} ORDER BY id").fetchall()
+    # Debezium must have read them first: on events of a table dropped before it read them it
+    # cannot look up the key, sends key-less records the compacted topic refuses, and fails
+    # (run then stops the table after a grace period, saying the last changes may be missing).
+    p.caught_up()
     p.sql(f"DROP TABLE public.{t}")
 
     output = ended(proc)
     assert proc.returncode == 1, output
     assert f"{t}: STOPPED: its source table public.{t} was dropped" in output, output
+    assert "the Delta table keeps every change captured before that" in output
     assert lake_rows(p, t) == [(int(i), str(n)) for i, n in final]  # the last changes arrived
 
 
