@@ -8,10 +8,11 @@ DEMO_ROWS ?= 2000
 DEMO_RATE ?= 50
 DEMO_SECONDS ?= 20
 CHAOS_ROWS ?= 2000
+BENCH_ROWS ?= 1000000
 CHAOS_ROUNDS ?= 6
 
 .DEFAULT_GOAL := help
-.PHONY: help setup up down demo chaos test test-unit lint format clean-state
+.PHONY: help setup up down demo chaos bench test test-unit lint format clean-state
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -49,6 +50,9 @@ demo: up ## seed the shop, snapshot it into Delta and OpenSearch, run a workload
 chaos: up ## 6 rounds of 5 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop OpenSearch) under load; verify after each
 	@$(CHANGELAKE) demo seed --rows $(CHAOS_ROWS)
 	@$(CHANGELAKE) chaos --rounds $(CHAOS_ROUNDS)
+
+bench: up ## benchmark (default 1M customers): snapshot, stage limits, baseline, sustained step-up → .changelake/bench/
+	@$(CHANGELAKE) bench --rows $(BENCH_ROWS)
 
 test: setup ## the whole suite against the real services (starts the stack if none runs)
 	@$(BIN)/pytest -q

@@ -33,6 +33,10 @@ class PipelineProcess:
             )
         self.starts += 1
 
+    @property
+    def pid(self) -> int:
+        return self._running().pid
+
     def kill(self) -> None:
         """SIGKILL: no handler runs, no batch finishes, no checkpoint is written."""
         proc = self._running()

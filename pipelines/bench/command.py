@@ -1,0 +1,373 @@
+"""`changelake bench` / `make bench`: seed, snapshot, stage limits, baseline, sustained load with
+a step-up, then the report (JSON, markdown, PNG) under `.changelake/bench/<time>/`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pipelines import kafka_io
+from pipelines.bench import pipeline_runs, source, stages
+from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
+from pipelines.bench.resources import ResourceSampler
+from pipelines.bench.stats import summarize
+from pipelines.bench.sustained import IndexWatch, Step, run_steps
+from pipelines.bench.visibility import (
+    commits,
+    delta_commits,
+    freshness_s,
+    table_shape,
+    topic_changes,
+)
+from pipelines.chaos.pipeline_process import PipelineProcess
+from pipelines.connectors import apply as apply_connectors
+from pipelines.demo.load import run_load
+from pipelines.demo.seed import seed
+from pipelines.search.client import SearchClient
+from pipelines.settings import Settings
+from pipelines.stack import manager
+
+Say = Callable[[str], None]
+DECODING_SLOT = "changelake_bench_decoding"
+SEED_CHUNK = 100_000  # customers per transaction (~810k rows in all tables)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    rows: int = 1_000_000  # customers; products, orders and lines scale with them
+    rate: float = 100.0  # transactions/s of the first sustained step (~2 row changes each)
+    steps: int = 4  # each step doubles the rate
+    step_s: float = 60.0
+    settle_s: float = 15.0
+    max_lag_s: float = 30.0
+    prefill_s: float = 30.0  # the load written while the pipeline and Debezium are held back
+    prefill_rate: float = 300.0
+
+    @property
+    def rates(self) -> list[float]:
+        return [self.rate * 2**i for i in range(self.steps)]
+
+
+class Bench:
+    def __init__(self, settings: Settings, options: BenchOptions, out_dir: Path, say: Say):
+        self.settings, self.options, self.out_dir, self.say = settings, options, out_dir, say
+        self.lake = out_dir / "lake"
+        self.env = {
+            **os.environ,
+            "CHANGELAKE_LAKE": str(self.lake),
+            "CHANGELAKE_CHECKPOINTS": str(out_dir / "checkpoints"),
+            "CHANGELAKE_CONNECTORS_DIR": str(out_dir / "connectors"),
+            "CHANGELAKE_SEARCH_CONFIG": str(self._search_config()),
+        }
+        self.log = out_dir / "bench.log"
+        self.figures: dict[str, Any] = {}
+
+    def _search_config(self) -> Path:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / "search.json"
+        path.write_text((self.settings.schemas_dir / "search.json").read_text())
+        return path
+
+    def table(self, name: str) -> Path:
+        return self.lake / "public" / name
+
+    # --- phases ---------------------------------------------------------------------------------
+    def run(self) -> Path:
+        began, started_at = time.monotonic(), datetime.now(UTC).isoformat()
+        sampler = ResourceSampler(_service_pids(self.settings))
+        sampler.start()
+        dsn = self._seed()
+        self._snapshot()
+        self._stage_limits(dsn)
+        steps, moments = self._sustained(dsn, sampler)
+        results = self._results(steps, moments, sampler.stop(), started_at, began)
+        md = write_report(results, self.out_dir)[1]
+        self.say(f"bench: report in {md}")
+        return md
+
+    def _seed(self) -> str:
+        self.say(
+            f"bench: a fresh database `{source.DATABASE}` with {self.options.rows:,} customers"
+        )
+        dsn = source.reset(self.settings, self.say)
+        rows = self._seed_in_chunks(dsn)
+        self.figures["rows"] = rows
+        started = time.monotonic()
+        apply_connectors(
+            self.settings,
+            [source.connector_file(self.settings, self.out_dir / "connectors")],
+            progress=self.say,
+        )
+        self._wait(
+            lambda: stages.topic_records(self.settings.kafka_bootstrap, source.topics()) >= rows,
+            "Debezium's snapshot",
+            3600,
+        )
+        rate = stages.Rate(rows, time.monotonic() - started)
+        self.say(
+            f"bench: Debezium snapshot: {rate.changes:,} rows in {rate.seconds:.0f} s"
+            f" ({rate.per_s:,.0f}/s)"
+        )
+        self.figures["debezium_snapshot_per_s"] = rate.per_s
+        return dsn
+
+    def _seed_in_chunks(self, dsn: str) -> int:
+        """The demo seed, SEED_CHUNK customers per transaction: one transaction of millions of
+        rows would hold back every logical slot in the cluster (the demo's too) until it
+        committed, past `max_slot_wal_keep_size`."""
+        rows, left, number = 0, self.options.rows, 0
+        while left > 0:
+            report = seed(dsn, min(SEED_CHUNK, left), seed=42 + number, progress=lambda _: None)
+            rows, left, number = rows + report.rows, left - SEED_CHUNK, number + 1
+            self.say(f"  seeded {rows:,} rows ({self.options.rows - max(left, 0):,} customers)")
+        return rows
+
+    def _snapshot(self) -> None:
+        self.say("bench: snapshot into Delta (`changelake run --once`)")
+        ours = pipeline_runs.run_once(self.env, self.log)
+        self.figures["snapshot"] = {
+            "rows": ours.snapshot_rows,
+            "seconds": ours.snapshot_s,
+            "rows_per_s": ours.snapshot_rows / ours.snapshot_s if ours.snapshot_s else 0.0,
+        }
+        self.say(f"  {ours.snapshot_rows:,} rows in {ours.snapshot_s:.0f} s")
+        self.say("bench: the baseline's initial load of the same topics")
+        seconds = pipeline_runs.baseline(self.env, self._baseline_jobs(), self.log)
+        self.figures["baseline_snapshot_per_s"] = self.figures["rows"] / seconds
+        self.say(f"  {self.figures['rows']:,} rows in {seconds:.0f} s")
+
+    def _baseline_jobs(self) -> list[dict[str, object]]:
+        jobs: list[dict[str, object]] = []
+        for name in source.TABLES:
+            key, schema = table_shape(self.table(name))
+            jobs.append(
+                {
+                    "topic": f"{source.PREFIX}.public.{name}",
+                    "key": key,
+                    "path": str(self.out_dir / "baseline" / name),
+                    "checkpoint": str(self.out_dir / "baseline-checkpoints" / name),
+                    "schema": schema,
+                }
+            )
+        return jobs
+
+    def _stage_limits(self, dsn: str) -> None:
+        """A load written while Debezium is paused and no pipeline runs; then each stage alone
+        on it: decoding, Debezium, our apply, the baseline's apply."""
+        o, s = self.options, self.settings
+        self.say(f"bench: stage limits on {o.prefill_s:.0f} s of load at {o.prefill_rate:g}/s")
+        stages.create_decoding_slot(dsn, DECODING_SLOT)
+        stages.paused(s.connect_url, source.CONNECTOR, pause=True)
+        load = run_load(dsn, o.prefill_rate, o.prefill_s, seed=11, progress=lambda _: None)
+        decoding = stages.decode(dsn, DECODING_SLOT, source.PUBLICATION)
+        self.say(f"  decoding: {decoding.changes:,} row changes in {decoding.seconds:.2f} s")
+        debezium = stages.debezium_catch_up(
+            s.kafka_bootstrap,
+            s.connect_url,
+            source.CONNECTOR,
+            source.topics(),
+            _slot_reaches_now(dsn, source.SLOT),
+            self.say,
+        )
+        self.say(f"  debezium: {debezium.changes:,} records in {debezium.seconds:.1f} s")
+        ours = pipeline_runs.run_once(self.env, self.log)
+        self.say(f"  changelake apply: {ours.changes:,} changes in {ours.working_s:.1f} s")
+        base_s = pipeline_runs.baseline(self.env, self._baseline_jobs(), self.log)
+        self.say(f"  baseline apply: the same in {base_s:.1f} s")
+        self.figures["stages"] = stage_figures(
+            decoding.per_s,
+            debezium.per_s,
+            ours.changes / ours.working_s if ours.working_s else None,
+        )
+        self.figures["baseline_apply_per_s"] = ours.changes / base_s if base_s else None
+        self.figures["prefill_load"] = {"row_changes": load.row_changes, "seconds": load.seconds}
+
+    def _sustained(self, dsn: str, sampler: ResourceSampler) -> tuple[list[Step], dict[str, Any]]:
+        o = self.options
+        pipeline = PipelineProcess(
+            self.env, self.out_dir / "pipeline.log", ("--trigger-seconds", "1")
+        )
+        ends = {t: _ends(self.settings, t) for t in source.topics()}
+        pipeline.start()
+        sampler.add("changelake run", pipeline.pid)
+        watch = IndexWatch(
+            SearchClient(self.settings.opensearch_url, retry_for_s=0),
+            [f"{source.PREFIX}.public.products", f"{source.PREFIX}.public.customers"],
+        )
+        watch.start()
+        try:
+            self._wait(
+                lambda: _alive(pipeline) and self._streaming(),
+                "the pipeline to stream",
+                600,
+            )
+            steps = run_steps(
+                dsn,
+                [self.table(t) for t in source.TABLES],
+                o.rates,
+                o.step_s,
+                o.settle_s,
+                o.max_lag_s,
+                self.say,
+            )
+            self._wait(self._applied_everything, "the pipeline to catch up", 600, required=False)
+        finally:
+            moments = watch.stop()
+            pipeline.stop()
+        return steps, {"ends": ends, "index": moments}
+
+    # --- waiting --------------------------------------------------------------------------------
+    def _wait(
+        self, ready: Callable[[], bool], what: str, timeout_s: float, required: bool = True
+    ) -> None:
+        deadline, next_say = time.monotonic() + timeout_s, time.monotonic() + 15
+        while not ready():
+            if time.monotonic() > deadline:
+                if required:
+                    raise TimeoutError(f"bench: gave up waiting for {what} after {timeout_s:.0f} s")
+                self.say(f"bench: {what}: not after {timeout_s:.0f} s; measuring what is there")
+                return
+            if time.monotonic() >= next_say:
+                self.say(f"bench: waiting for {what}")
+                next_say = time.monotonic() + 15
+            time.sleep(0.5)
+
+    def _streaming(self) -> bool:
+        try:
+            doc = json.loads((self.settings.run_dir / "pipeline.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            return False
+        states = {t: v["state"] for t, v in doc.get("tables", {}).items()}
+        return all(states.get(t) == "running" for t in source.TABLES)
+
+    def _applied_everything(self) -> bool:
+        """Every table's last commit has reached its topic's end (a tombstone-only tail aside)."""
+        for name, topic in zip(source.TABLES, source.topics(), strict=True):
+            applied = _last_offsets(self.table(name))
+            ends = _ends(self.settings, topic)
+            if any(applied.get(p, 0) < high - 1 for p, high in ends.items()):
+                return False
+        return True
+
+    # --- figures ----------------------------------------------------------------------------------
+    def _freshness(
+        self, ends: Mapping[str, dict[int, int]], index: Mapping[str, list[Any]]
+    ) -> dict[str, Any]:
+        delta: list[float] = []
+        search: list[float] = []
+        unseen = 0
+        for name, topic in zip(source.TABLES, source.topics(), strict=True):
+            changes = topic_changes(self.settings.kafka_bootstrap, topic, ends[topic])
+            seen = freshness_s(changes, delta_commits(self.table(name)))
+            unseen += len(changes) - len(seen)
+            delta += seen
+            if moments := index.get(topic):
+                search += freshness_s(changes, moments)
+        self.say(f"bench: freshness from {len(delta):,} changes ({unseen:,} not yet visible)")
+        return {
+            "delta": summarize(delta).as_dict() if delta else None,
+            "search": summarize(search).as_dict() if search else None,
+        }
+
+    def _results(
+        self,
+        steps: list[Step],
+        moments: dict[str, Any],
+        usage: Mapping[str, Any],
+        started_at: str,
+        began: float,
+    ) -> dict[str, Any]:
+        o, f = self.options, self.figures
+        sustained = sustained_figures([s.result for s in steps])
+        return {
+            "started_at": started_at,
+            "duration_s": time.monotonic() - began,
+            "machine": machine_info(_spark_version()),
+            "params": {
+                "rows": f["rows"],
+                "rate": o.rate,
+                "seconds": o.step_s,
+                "step_rates": o.rates[: len(steps)],
+                "settle_s": o.settle_s,
+                "max_lag_s": o.max_lag_s,
+            },
+            "snapshot": f["snapshot"],
+            "sustained": sustained,
+            "freshness": self._freshness(moments["ends"], moments["index"]),
+            "stages": f["stages"],
+            "baseline": {
+                "snapshot_rows_per_s": f["baseline_snapshot_per_s"],
+                "highest_bounded_rate": None,
+                "apply_changes_per_s": f["baseline_apply_per_s"],
+                "freshness": {"delta": None, "search": None},
+            },
+            "ratios": {},
+            "resources": {name: u.as_dict() for name, u in usage.items()},
+            "timeline": _timeline(steps),
+        }
+
+
+def _alive(pipeline: PipelineProcess) -> bool:
+    pipeline.check_alive()  # raises, with the run's last lines, if it exited
+    return True
+
+
+def _timeline(steps: list[Step]) -> list[dict[str, float]]:
+    if not steps:
+        return []
+    origin = steps[0].started_ms
+    return [
+        {"t": (at - origin) / 1000, "lag_s": lag, "rate": step.result.target_rate}
+        for step in steps
+        for at, lag in sorted(step.lags)
+    ]
+
+
+def _ends(settings: Settings, topic: str) -> dict[int, int]:
+    return {
+        p: high for p, (_, high) in kafka_io.watermarks(settings.kafka_bootstrap, topic).items()
+    }
+
+
+def _last_offsets(table: Path) -> dict[int, int]:
+    offsets: dict[int, int] = {}
+    for _, meta in commits(table):
+        for p, o in (meta.get("offsets") or {}).items():
+            offsets[int(p)] = max(int(o), offsets.get(int(p), 0))
+    return offsets
+
+
+def _slot_reaches_now(dsn: str, slot: str) -> Callable[[], bool]:
+    """A check that the slot has confirmed the WAL position current at this call."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    target = str(row[0]) if row else "0/0"
+
+    def reached() -> bool:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            found = conn.execute(
+                "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
+                " WHERE slot_name = %s",
+                (target, slot),
+            ).fetchone()
+        return bool(found and found[0])
+
+    return reached
+
+
+def _service_pids(settings: Settings) -> dict[str, int]:
+    return {svc.name: pid for svc in manager.services(settings) if (pid := svc.pid()) is not None}
+
+
+def _spark_version() -> str:
+    from importlib.metadata import version
+
+    return version("pyspark")

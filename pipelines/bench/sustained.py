@@ -1,0 +1,102 @@
+"""The sustained load, stepped up until the pipeline's lag stops being bounded, against a
+streaming `changelake run`; and the search index's applied LSN watched the whole time."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from pipelines.bench.stats import StepResult, lag_is_bounded
+from pipelines.bench.visibility import Visible, commit_lags
+from pipelines.demo.load import run_load
+from pipelines.exceptions import ChangelakeError
+from pipelines.search.client import SearchClient
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Step:
+    result: StepResult
+    started_ms: int
+    lags: list[tuple[int, float]]  # (commit time ms, lag s) of every commit in the step
+
+
+def run_steps(
+    dsn: str,
+    tables: Sequence[Path],
+    rates: Sequence[float],
+    step_s: float,
+    settle_s: float,
+    max_lag_s: float,
+    say: Say,
+) -> list[Step]:
+    """Each rate for `step_s`; stops after the first step whose lag was not bounded."""
+    steps: list[Step] = []
+    for number, rate in enumerate(rates, 1):
+        started_ms = int(time.time() * 1000)
+        say(f"bench: step {number}/{len(rates)}: {rate:g} transactions/s for {step_s:.0f} s")
+        load = run_load(dsn, rate, step_s, seed=100 + number, progress=lambda _: None)
+        time.sleep(min(10.0, settle_s))  # commits of the step's last batches land after it
+        lags = [
+            (at, lag)
+            for t in tables
+            for at, lag in commit_lags(t)
+            if started_ms <= at <= started_ms + (step_s + 10) * 1000
+        ]
+        samples = sorted(((at - started_ms) / 1000, lag) for at, lag in lags)
+        bounded = lag_is_bounded(samples, settle_s=settle_s, max_lag_s=max_lag_s)
+        achieved = load.row_changes / load.seconds if load.seconds else 0.0
+        result = StepResult(rate, achieved, bounded, tuple(samples))
+        worst = max((lag for _, lag in samples), default=float("nan"))
+        say(
+            f"  {achieved:,.0f} row changes/s achieved; {len(samples)} commits, worst lag "
+            f"{worst:.1f} s: {'bounded' if bounded else 'NOT bounded'}"
+        )
+        steps.append(Step(result, started_ms, lags))
+        if not bounded:
+            break
+    return steps
+
+
+@dataclass
+class IndexWatch:
+    """Polls each alias's applied LSN in `changelake-state`; every advance is a moment from which
+    the changes up to that LSN are searchable (within the index's 1 s refresh)."""
+
+    client: SearchClient
+    aliases: Sequence[str]
+    every_s: float = 0.5
+    moments: dict[str, list[Visible]] = field(default_factory=dict)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        threading.Thread(target=self._poll, daemon=True).start()
+
+    def stop(self) -> dict[str, list[Visible]]:
+        self.stopping.set()
+        return self.moments
+
+    def _poll(self) -> None:
+        while not self.stopping.wait(self.every_s):
+            for alias in self.aliases:
+                try:
+                    found = self.client.request(
+                        "GET", f"/changelake-state/_doc/{alias}", missing_ok=True
+                    )
+                except ChangelakeError:  # a missed poll: a later moment covers it
+                    continue
+                self._note(alias, (found or {}).get("_source") or {})
+
+    def _note(self, alias: str, state: dict[str, object]) -> None:
+        lsn, updated = state.get("applied_lsn"), state.get("updated_at")
+        if lsn is None or updated is None:
+            return
+        seen = self.moments.setdefault(alias, [])
+        if not seen or int(str(lsn)) > seen[-1].max_lsn:
+            at = datetime.fromisoformat(str(updated)).timestamp()
+            seen.append(Visible(int(at * 1000), int(str(lsn))))
