@@ -21,6 +21,7 @@ from pipelines.bench.sustained import IndexWatch, Step, run_steps
 from pipelines.bench.visibility import (
     commits,
     delta_commits,
+    freshness_of,
     freshness_s,
     table_shape,
     topic_changes,
@@ -35,6 +36,7 @@ from pipelines.stack import manager
 
 Say = Callable[[str], None]
 DECODING_SLOT = "changelake_bench_decoding"
+PLOT_POINTS = 1500
 SEED_CHUNK = 100_000  # customers per transaction (~810k rows in all tables)
 
 
@@ -66,7 +68,10 @@ class Bench:
             "CHANGELAKE_SEARCH_CONFIG": str(self._search_config()),
         }
         self.log = out_dir / "bench.log"
+        self.connector = source.connector_name(out_dir.name)
         self.figures: dict[str, Any] = {}
+        self.origin_ms = 0  # when the sustained load began: the plot's zero
+        self.points: list[dict[str, float]] = []
 
     def _search_config(self) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -101,7 +106,7 @@ class Bench:
         started = time.monotonic()
         apply_connectors(
             self.settings,
-            [source.connector_file(self.settings, self.out_dir / "connectors")],
+            [source.connector_file(self.settings, self.out_dir / "connectors", self.connector)],
             progress=self.say,
         )
         self._wait(
@@ -163,14 +168,14 @@ class Bench:
         o, s = self.options, self.settings
         self.say(f"bench: stage limits on {o.prefill_s:.0f} s of load at {o.prefill_rate:g}/s")
         stages.create_decoding_slot(dsn, DECODING_SLOT)
-        stages.paused(s.connect_url, source.CONNECTOR, pause=True)
+        stages.paused(s.connect_url, self.connector, pause=True)
         load = run_load(dsn, o.prefill_rate, o.prefill_s, seed=11, progress=lambda _: None)
         decoding = stages.decode(dsn, DECODING_SLOT, source.PUBLICATION)
         self.say(f"  decoding: {decoding.changes:,} row changes in {decoding.seconds:.2f} s")
         debezium = stages.debezium_catch_up(
             s.kafka_bootstrap,
             s.connect_url,
-            source.CONNECTOR,
+            self.connector,
             source.topics(),
             _slot_reaches_now(dsn, source.SLOT),
             self.say,
@@ -261,15 +266,19 @@ class Bench:
     ) -> dict[str, Any]:
         delta: list[float] = []
         search: list[float] = []
+        changes_seen: list[tuple[int, float]] = []  # (commit ms, freshness s) for the plot
         unseen = 0
         for name, topic in zip(source.TABLES, source.topics(), strict=True):
             changes = topic_changes(self.settings.kafka_bootstrap, topic, ends[topic])
-            seen = freshness_s(changes, delta_commits(self.table(name)))
+            covered = freshness_of(changes, delta_commits(self.table(name)))
+            seen = [seconds for _, seconds in covered]
+            changes_seen += [(c.committed_ms, seconds) for c, seconds in covered]
             unseen += len(changes) - len(seen)
             delta += seen
             if moments := index.get(topic):
                 search += freshness_s(changes, moments)
         self.say(f"bench: freshness from {len(delta):,} changes ({unseen:,} not yet visible)")
+        self.points = _freshness_points(changes_seen, self.origin_ms)
         return {
             "delta": summarize(delta).as_dict() if delta else None,
             "search": summarize(search).as_dict() if search else None,
@@ -285,6 +294,8 @@ class Bench:
     ) -> dict[str, Any]:
         o, f = self.options, self.figures
         sustained = sustained_figures([s.result for s in steps])
+        self.origin_ms = steps[0].started_ms if steps else 0
+        freshness = self._freshness(moments["ends"], moments["index"])
         return {
             "started_at": started_at,
             "duration_s": time.monotonic() - began,
@@ -299,7 +310,7 @@ class Bench:
             },
             "snapshot": f["snapshot"],
             "sustained": sustained,
-            "freshness": self._freshness(moments["ends"], moments["index"]),
+            "freshness": freshness,
             "stages": f["stages"],
             "baseline": {
                 "snapshot_rows_per_s": f["baseline_snapshot_per_s"],
@@ -309,7 +320,7 @@ class Bench:
             },
             "ratios": {},
             "resources": {name: u.as_dict() for name, u in usage.items()},
-            "timeline": _timeline(steps),
+            "timeline": sorted(_timeline(steps) + self.points, key=lambda p: p["t"]),
         }
 
 
@@ -327,6 +338,13 @@ def _timeline(steps: list[Step]) -> list[dict[str, float]]:
         for step in steps
         for at, lag in sorted(step.lags)
     ]
+
+
+def _freshness_points(seen: list[tuple[int, float]], origin_ms: int) -> list[dict[str, float]]:
+    """At most PLOT_POINTS (change commit time, freshness) points, evenly thinned."""
+    seen = sorted(seen)
+    step = max(1, len(seen) // PLOT_POINTS)
+    return [{"t": (at - origin_ms) / 1000, "delta_freshness_s": f} for at, f in seen[::step]]
 
 
 def _ends(settings: Settings, topic: str) -> dict[int, int]:

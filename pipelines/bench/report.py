@@ -44,9 +44,9 @@ class Machine(TypedDict):
 
 class Params(TypedDict):
     rows: int  # source rows the snapshot bootstraps
-    rate: float  # changes/s of the first load step
+    rate: float  # transactions/s of the first load step (each changes ~2 rows)
     seconds: float  # length of each load step
-    step_rates: list[float]  # every load step's target changes/s, in the order run
+    step_rates: list[float]  # every load step's target transactions/s, in the order run
     settle_s: float  # the start of each step that `lag_is_bounded` ignores
     max_lag_s: float  # the lag a bounded step never exceeds
 
@@ -280,10 +280,10 @@ def _method(results: Mapping[str, Any]) -> str:
         f"(Python {machine['python']}, Spark {machine['spark']}), starting {results['started_at']} "
         f"and taking {_seconds(results['duration_s'])} s. The snapshot bootstraps "
         f"{_count(params['rows'])} source rows from their compacted topics. The sustained load "
-        f"then runs {_seconds(params['seconds'])} s at each of {steps} changes/s; a step counts "
-        f"as sustained when, after its first {_seconds(params['settle_s'])} s, lag stays under "
-        f"{_seconds(params['max_lag_s'])} s and does not trend upward. Freshness is the time from "
-        "a Postgres commit to the Delta commit holding the change, and to the change being "
+        f"then runs {_seconds(params['seconds'])} s at each of {steps} transactions/s; a step "
+        f"counts as sustained when, after its first {_seconds(params['settle_s'])} s, lag stays "
+        f"under {_seconds(params['max_lag_s'])} s and does not trend upward. Freshness is the time "
+        "from a Postgres commit to the Delta commit holding the change, and to the change being "
         "searchable in OpenSearch. The baseline is a textbook foreachBatch MERGE pipeline on the "
         "same data; ratio = changelake ÷ baseline, so above 1 is better for rates and below 1 "
         "is better for freshness. Stage rates are a fraction of what Postgres' logical decoding "
@@ -325,7 +325,7 @@ def _steps_table(results: Mapping[str, Any]) -> str:
         [_count(s["target_rate"]), _count(s["achieved_rate"]), "yes" if s["bounded"] else "no"]
         for s in steps
     ]
-    return _table(["target changes/s", "achieved changes/s", "lag bounded"], rows)
+    return _table(["target transactions/s", "achieved row changes/s", "lag bounded"], rows)
 
 
 def _resources_table(results: Mapping[str, Any]) -> str:

@@ -16,7 +16,8 @@ from pipelines.settings import Settings
 from pipelines.stack.postgres import Postgres
 
 DATABASE = PREFIX = "bench"
-CONNECTOR = "bench-postgres"
+CONNECTOR = "bench-postgres"  # each run's connector is this plus the run's time: Connect keeps
+# a connector's source offsets after it is deleted, and a new slot cannot resume from them
 SLOT = PUBLICATION = "changelake_bench"
 TABLES = ("customers", "products", "orders", "order_lines")
 
@@ -32,8 +33,10 @@ def topics() -> list[str]:
 def reset(settings: Settings, say: Callable[[str], None]) -> str:
     """Remove what an earlier benchmark left (connector, slot, topics, database), then create the
     database afresh with the shop schema and Debezium's publication. Returns its DSN."""
-    if ConnectApi(settings.connect_url).connector_config(CONNECTOR) is not None:
-        connectors.delete(settings, CONNECTOR, drop_slot=True, progress=say)
+    api = ConnectApi(settings.connect_url)
+    for name in api.get("/connectors"):
+        if str(name).startswith(CONNECTOR):
+            connectors.delete(settings, str(name), drop_slot=True, progress=say)
     with psycopg.connect(Postgres(settings).admin_dsn("postgres"), autocommit=True) as conn:
         conn.execute(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
@@ -49,10 +52,14 @@ def reset(settings: Settings, say: Callable[[str], None]) -> str:
     return bench.admin_dsn()
 
 
-def connector_file(settings: Settings, folder: Path) -> Path:
+def connector_name(run: str) -> str:
+    return f"{CONNECTOR}-{run.lower()}"
+
+
+def connector_file(settings: Settings, folder: Path, name: str) -> Path:
     """The shipped shop connector, pointed at the bench database under its own names."""
     doc = json.loads((settings.connectors_dir / "shop-postgres.json").read_text())
-    doc["name"] = CONNECTOR
+    doc["name"] = name
     doc["config"].update(
         {
             "database.dbname": DATABASE,
@@ -65,6 +72,6 @@ def connector_file(settings: Settings, folder: Path) -> Path:
         }
     )
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{CONNECTOR}.json"
+    path = folder / f"{name}.json"
     path.write_text(json.dumps(doc, indent=2))
     return path

@@ -34,6 +34,13 @@ class Visible:
 def freshness_s(changes: Iterable[Change], moments: Sequence[Visible]) -> list[float]:
     """Seconds from each change's commit to the first moment that made it visible; changes no
     moment covers yet are left out (the caller counts them)."""
+    return [seconds for _, seconds in freshness_of(changes, moments)]
+
+
+def freshness_of(
+    changes: Iterable[Change], moments: Sequence[Visible]
+) -> list[tuple[Change, float]]:
+    """Each covered change with its freshness in seconds."""
     ordered = sorted(moments, key=lambda m: (m.at_ms, m.max_lsn))
     reach: list[int] = []
     at: list[int] = []
@@ -45,7 +52,7 @@ def freshness_s(changes: Iterable[Change], moments: Sequence[Visible]) -> list[f
     for change in changes:
         i = bisect.bisect_left(reach, change.lsn)
         if i < len(reach):
-            out.append(max(0, at[i] - change.committed_ms) / 1000.0)
+            out.append((change, max(0, at[i] - change.committed_ms) / 1000.0))
     return out
 
 

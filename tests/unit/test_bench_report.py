@@ -124,7 +124,7 @@ def test_the_markdown_shows_each_figure(results: Results) -> None:
     text = markdown({**results, "ratios": ratios(results)})
     assert text.startswith("# changelake benchmark, 2026-03-14\n")
     assert "100,000 source rows" in text
-    assert "runs 60.0 s at each of 500, 1,000 changes/s" in text
+    assert "runs 60.0 s at each of 500, 1,000 transactions/s" in text
     for line in [
         row("figure", "changelake", "baseline", "ratio"),
         row("snapshot (rows/s)", "20,000", "5,000", times("4.00")),
