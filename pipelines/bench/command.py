@@ -87,10 +87,13 @@ class Bench:
         began, started_at = time.monotonic(), datetime.now(UTC).isoformat()
         sampler = ResourceSampler(_service_pids(self.settings))
         sampler.start()
-        dsn = self._seed()
-        self._snapshot()
-        self._stage_limits(dsn)
-        steps, moments = self._sustained(dsn, sampler)
+        try:
+            dsn = self._seed()
+            self._snapshot()
+            self._stage_limits(dsn)
+            steps, moments = self._sustained(dsn, sampler)
+        finally:  # a connector left running would hold its slot, and its WAL, for nothing
+            source.remove_connectors(self.settings, self.say)
         results = self._results(steps, moments, sampler.stop(), started_at, began)
         md = write_report(results, self.out_dir)[1]
         self.say(f"bench: report in {md}")

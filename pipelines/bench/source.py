@@ -33,10 +33,7 @@ def topics() -> list[str]:
 def reset(settings: Settings, say: Callable[[str], None]) -> str:
     """Remove what an earlier benchmark left (connector, slot, topics, database), then create the
     database afresh with the shop schema and Debezium's publication. Returns its DSN."""
-    api = ConnectApi(settings.connect_url)
-    for name in api.get("/connectors"):
-        if str(name).startswith(CONNECTOR):
-            connectors.delete(settings, str(name), drop_slot=True, progress=say)
+    remove_connectors(settings, say)
     with psycopg.connect(Postgres(settings).admin_dsn("postgres"), autocommit=True) as conn:
         conn.execute(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
@@ -50,6 +47,13 @@ def reset(settings: Settings, say: Callable[[str], None]) -> str:
     bench = Postgres(settings_for_bench(settings))
     bench.after_start()  # the same database setup `stack up` gives the shop
     return bench.admin_dsn()
+
+
+def remove_connectors(settings: Settings, say: Callable[[str], None]) -> None:
+    """Every benchmark connector, with its replication slot."""
+    for name in ConnectApi(settings.connect_url).get("/connectors"):
+        if str(name).startswith(CONNECTOR):
+            connectors.delete(settings, str(name), drop_slot=True, progress=say)
 
 
 def connector_name(run: str) -> str:
