@@ -113,7 +113,6 @@ class SearchSink:
         doc = {
             "alias": self.alias,
             "table": self.spec.table,
-            "indexes": self.indexes(),
             "applied_lsn": lsn,
             "source_ts": source_ts,
             "updated_at": datetime.now(UTC).isoformat(),

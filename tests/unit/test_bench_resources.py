@@ -49,7 +49,10 @@ def test_processes_that_cannot_be_read_are_skipped(tmp_path: Path) -> None:
 
 
 def test_this_process_and_its_children_are_found() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    # A child that lives until we close its stdin: nothing here waits on a clock.
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
     try:
         processes = read_processes()
         assert processes[os.getpid()].ppid == os.getppid()
