@@ -32,6 +32,7 @@ from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
 from pipelines.snapshot import snapshot
+from pipelines.spark import kafka_options
 from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
 from pipelines.topics import wait_caught_up
@@ -225,10 +226,8 @@ class Pipeline:
 
         stream = (
             self.spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap)
-            .option("subscribe", ref.topic)
+            .options(**kafka_options(self.spark, self.settings.kafka_bootstrap, ref.topic))
             .option("startingOffsets", self._starting_offsets(job))
-            .option("failOnDataLoss", "false")  # compaction leaves gaps in the offsets
             .option("maxOffsetsPerTrigger", str(self.options.max_records_per_batch))
             .load()
         )

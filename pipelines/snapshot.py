@@ -23,6 +23,7 @@ from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, envelopes
 from pipelines.changelog.plan import after_truncate, latest_per_key
 from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
+from pipelines.spark import kafka_options
 from pipelines.tables import TableRef
 
 
@@ -61,11 +62,9 @@ def snapshot(
         return None
     raw = (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", table.topic)
+        .options(**kafka_options(spark, bootstrap, table.topic))
         .option("startingOffsets", "earliest")
         .option("endingOffsets", json.dumps({table.topic: {p: o for p, o in ends.items()}}))
-        .option("failOnDataLoss", "false")  # compaction leaves gaps in the offsets
         .load()
     )
     env = envelopes(raw).persist()

@@ -87,3 +87,16 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def kafka_options(spark: SparkSession, bootstrap: str, topic: str) -> dict[str, str]:
+    """How the pipeline reads a table's topic, in its snapshot and in its stream alike."""
+    return {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
+        "failOnDataLoss": "false",  # compaction leaves gaps in the offsets
+        # A table's topic has one partition, which Spark would read as one task on one core:
+        # split its offset range so decoding a snapshot or a long catch-up uses every core.
+        # Order never depends on it: changes are ordered by LSN, partition and offset.
+        "minPartitions": str(spark.sparkContext.defaultParallelism),
+    }
