@@ -248,18 +248,23 @@ def _chaos(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if summary.differences else 0
 
 
+_BENCH_FLAGS = {  # argparse's name → BenchOptions' field
+    "rows": "rows",
+    "rate": "rate",
+    "steps": "steps",
+    "step_seconds": "step_s",
+    "prefill_seconds": "prefill_s",
+}
+
+
 def _bench(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC, datetime
 
     from pipelines.bench.command import Bench, BenchOptions
 
-    options = BenchOptions(
-        rows=args.rows,
-        rate=args.rate,
-        steps=args.steps,
-        step_s=args.step_seconds,
-        prefill_s=args.prefill_seconds,
-    )
+    # Flags not given keep BenchOptions' defaults, declared there only.
+    given = {f: getattr(args, a) for a, f in _BENCH_FLAGS.items() if hasattr(args, a)}
+    options = BenchOptions(**given)
     out_dir = settings.home / "bench" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     print(f"bench: results and logs in {out_dir}")
     Bench(settings, options, out_dir, lambda line: print(line, flush=True)).run()
@@ -366,11 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_chaos)
 
     p = sub.add_parser("bench", help="measure snapshot, throughput, freshness, stage limits")
-    p.add_argument("--rows", type=int, default=1_000_000, help="customers (others scale)")
-    p.add_argument("--rate", type=float, default=100.0, help="first step's transactions/s")
-    p.add_argument("--steps", type=int, default=4, help="load steps, each doubling the rate")
-    p.add_argument("--step-seconds", type=float, default=60.0, help="length of each step")
-    p.add_argument("--prefill-seconds", type=float, default=30.0, help="load for stage limits")
+    quiet = argparse.SUPPRESS
+    p.add_argument("--rows", type=int, default=quiet, help="customers; the other tables scale")
+    p.add_argument("--rate", type=float, default=quiet, help="first step's transactions/s")
+    p.add_argument("--steps", type=int, default=quiet, help="load steps, each doubling the rate")
+    p.add_argument("--step-seconds", type=float, default=quiet, help="length of each step")
+    p.add_argument("--prefill-seconds", type=float, default=quiet, help="load for stage limits")
     p.set_defaults(handler=_bench)
 
     p = sub.add_parser("status", help="each derived table: rows, applied LSN, lag, errors")
