@@ -8,10 +8,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings, load_settings
+
+if TYPE_CHECKING:  # the benchmark's modules load only for `changelake bench`
+    from pipelines.bench.command import BenchOptions
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
@@ -257,14 +260,22 @@ _BENCH_FLAGS = {  # argparse's name → BenchOptions' field
 }
 
 
+def bench_options(args: argparse.Namespace) -> BenchOptions:
+    """The flags given; the others keep BenchOptions' defaults, declared there only."""
+    from pipelines.bench.command import BenchOptions
+
+    given = {
+        field: getattr(args, flag) for flag, field in _BENCH_FLAGS.items() if hasattr(args, flag)
+    }
+    return BenchOptions(**given)
+
+
 def _bench(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC, datetime
 
-    from pipelines.bench.command import Bench, BenchOptions
+    from pipelines.bench.command import Bench
 
-    # Flags not given keep BenchOptions' defaults, declared there only.
-    given = {f: getattr(args, a) for a, f in _BENCH_FLAGS.items() if hasattr(args, a)}
-    options = BenchOptions(**given)
+    options = bench_options(args)
     out_dir = settings.home / "bench" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     print(f"bench: results and logs in {out_dir}")
     Bench(settings, options, out_dir, lambda line: print(line, flush=True)).run()

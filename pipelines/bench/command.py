@@ -198,6 +198,8 @@ class Bench:
             self.say,
         )
         self.say(f"  debezium: {debezium.changes:,} records in {debezium.seconds:.1f} s")
+        # Its records include a tombstone per delete: rate it by the row changes it carried.
+        debezium = stages.Rate(decoding.changes, debezium.seconds)
         ours = pipeline_runs.run_once(self.env, self.log)
         self.say(f"  changelake apply: {ours.changes:,} changes in {ours.working_s:.1f} s")
         base_s = pipeline_runs.baseline(self.env, self._baseline_jobs(), self.log)
@@ -356,7 +358,9 @@ def _timeline(steps: list[Step]) -> list[dict[str, float]]:
     if not steps:
         return []
     origin = steps[0].started_ms
-    return [
+    # a point at each step's start, so the plot shades a step from when its load began
+    starts = [{"t": (s.started_ms - origin) / 1000, "rate": s.result.target_rate} for s in steps]
+    return starts + [
         {"t": (at - origin) / 1000, "lag_s": lag, "rate": step.result.target_rate}
         for step in steps
         for at, lag in sorted(step.lags)

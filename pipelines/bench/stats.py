@@ -116,6 +116,7 @@ class StepDict(TypedDict):
     achieved_rate: float
     bounded: bool
     lag_samples: list[list[float]]
+    achieved_transactions: float | None
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,9 @@ class StepResult:
     achieved_rate: float
     bounded: bool
     lag_samples: tuple[tuple[float, float], ...] = ()
+    # transactions/s the load generator reached: below the target, it (not the pipeline) was
+    # the limit, since it shares the machine
+    achieved_transactions: float | None = None
 
     def as_dict(self) -> StepDict:
         return StepDict(
@@ -133,6 +137,7 @@ class StepResult:
             achieved_rate=self.achieved_rate,
             bounded=self.bounded,
             lag_samples=[[t, lag] for t, lag in self.lag_samples],
+            achieved_transactions=self.achieved_transactions,
         )
 
     @classmethod
@@ -142,6 +147,7 @@ class StepResult:
             achieved_rate=data["achieved_rate"],
             bounded=data["bounded"],
             lag_samples=tuple((t, lag) for t, lag in data["lag_samples"]),
+            achieved_transactions=data.get("achieved_transactions"),
         )
 
 

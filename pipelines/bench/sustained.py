@@ -51,11 +51,13 @@ def run_steps(
         samples = sorted(((at - started_ms) / 1000, lag) for at, lag in lags)
         bounded = lag_is_bounded(samples, settle_s=settle_s, max_lag_s=max_lag_s)
         achieved = load.row_changes / load.seconds if load.seconds else 0.0
-        result = StepResult(rate, achieved, bounded, tuple(samples))
+        transactions = load.transactions / load.seconds if load.seconds else 0.0
+        result = StepResult(rate, achieved, bounded, tuple(samples), transactions)
         worst = max((lag for _, lag in samples), default=float("nan"))
         say(
-            f"  {achieved:,.0f} row changes/s achieved; {len(samples)} commits, worst lag "
-            f"{worst:.1f} s: {'bounded' if bounded else 'NOT bounded'}"
+            f"  {transactions:,.0f} transactions/s, {achieved:,.0f} row changes/s achieved;"
+            f" {len(samples)} commits, worst lag {worst:.1f} s:"
+            f" {'bounded' if bounded else 'NOT bounded'}"
         )
         steps.append(Step(result, started_ms, lags))
         if not bounded:

@@ -138,8 +138,8 @@ def test_the_markdown_shows_each_figure(results: Results) -> None:
         row("Postgres decoding", "390,000", "100.0%"),
         row("Debezium", "40,000", "10.3%"),
         row("Spark apply", "1,200", "0.3%"),
-        row("500", "498", "yes"),
-        row("1,000", "951", "no"),
+        row("500", "–", "498", "yes"),
+        row("1,000", "–", "951", "no"),
         row("postgres", "12.3", "1,234"),
         row("pipeline", "250.0", "988"),
         "![freshness and lag](freshness.png)",
@@ -174,3 +174,17 @@ def test_a_file_that_is_not_results_is_refused(tmp_path: Path) -> None:
     path.write_text("[1, 2]")
     with pytest.raises(ConfigError, match="not a JSON object"):
         load_results(path)
+
+
+def test_all_steps_bounded_reads_as_a_lower_bound_and_names_a_short_load(
+    results: Results,
+) -> None:
+    steps = [
+        StepResult(100, 201, True, achieved_transactions=99.5).as_dict(),
+        StepResult(800, 385, True, achieved_transactions=190.0).as_dict(),
+    ]
+    shown = {**results, "sustained": {"steps": steps, "highest_bounded_rate": 385}}
+    text = markdown({**shown, "ratios": ratios(shown)})
+    assert "| 800 | 190 | 385 | yes |" in text
+    assert "the highest sustained rate is a lower bound" in text
+    assert "reached 190 of the 800 transactions/s" in text
