@@ -17,7 +17,7 @@ from pipelines.bench import pipeline_runs, source, stages
 from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
 from pipelines.bench.resources import ResourceSampler
 from pipelines.bench.stats import summarize
-from pipelines.bench.sustained import IndexWatch, Step, run_steps
+from pipelines.bench.sustained import IndexWatch, Step, judged_by_freshness, run_steps
 from pipelines.bench.visibility import (
     commits,
     delta_commits,
@@ -78,6 +78,7 @@ class Bench:
         self.figures: dict[str, Any] = {}
         self.origin_ms = 0  # when the sustained load began: the plot's zero
         self.points: list[dict[str, float]] = []
+        self.seen: list[tuple[int, float]] = []  # (commit ms, freshness to Delta s) per change
 
     def _search_config(self) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -303,6 +304,7 @@ class Bench:
             if moments := index.get(topic):
                 search += freshness_s(changes, moments)
         self.say(f"bench: freshness from {len(delta):,} changes ({unseen:,} not yet visible)")
+        self.seen = changes_seen
         self.points = _freshness_points(changes_seen, self.origin_ms)
         return {
             "delta": summarize(delta).as_dict() if delta else None,
@@ -318,9 +320,16 @@ class Bench:
         began: float,
     ) -> dict[str, Any]:
         o, f = self.options, self.figures
-        sustained = sustained_figures([s.result for s in steps])
         self.origin_ms = steps[0].started_ms if steps else 0
         freshness = self._freshness(moments["ends"], moments["index"])
+        judged = [judged_by_freshness(s, self.seen, o.step_s, o.max_lag_s) for s in steps]
+        for number, (step, result) in enumerate(zip(steps, judged, strict=True), 1):
+            if step.result.bounded and not result.bounded:
+                self.say(
+                    f"bench: step {number}: a change committed during it waited over"
+                    f" {o.max_lag_s:.0f} s for Delta: not bounded after all"
+                )
+        sustained = sustained_figures(judged)
         return {
             "started_at": started_at,
             "duration_s": time.monotonic() - began,

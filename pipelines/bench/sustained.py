@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -63,6 +63,17 @@ def run_steps(
         if not bounded:
             break
     return steps
+
+
+def judged_by_freshness(
+    step: Step, seen: Sequence[tuple[int, float]], step_s: float, max_lag_s: float
+) -> StepResult:
+    """The step's result, marked not bounded when a change committed during it waited longer
+    than `max_lag_s` to reach Delta. Its commits alone cannot show a stall that lands just after
+    the step: the changes it leaves behind can. `seen` is (commit ms, freshness s) per change."""
+    end_ms = step.started_ms + step_s * 1000
+    worst = max((f for at, f in seen if step.started_ms <= at <= end_ms), default=0.0)
+    return step.result if worst <= max_lag_s else replace(step.result, bounded=False)
 
 
 @dataclass
