@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import psycopg
 from confluent_kafka import KafkaException
 
-from pipelines import kafka_io
+from pipelines import kafka_io, pg
 from pipelines.exceptions import ChangelakeError
 
 
@@ -69,13 +69,14 @@ def missing_tables(dsn: str, tables: Iterable[tuple[str, str]]) -> set[tuple[str
 DROP_GRACE_S = 120.0  # how long a dropped table waits for its last changes to arrive
 
 
-def _dropped_message(w: Watched, complete: bool, grace_s: float) -> str:
+def _dropped_message(w: Watched, complete: bool) -> str:
     said = f"its source table {w.schema}.{w.name} was dropped (or renamed); "
     if complete:
         said += "the Delta table keeps every change captured before that. "
     else:
         said += (
-            f"Debezium had not delivered the changes made before the drop after {grace_s:.0f} s "
+            "Debezium had not delivered the changes made before the drop after "
+            f"{DROP_GRACE_S:.0f} s "
             f"(see `changelake connectors status`: slot {w.slot}), so the last of them may be "
             "missing from the Delta table. "
         )
@@ -106,7 +107,6 @@ class Watch:
         """`dsn(database)` connects to a source database (None: the default one)."""
         self.bootstrap, self.dsn, self.every_s = bootstrap, dsn, every_s
         self.dropped_at: dict[str, tuple[str, float]] = {}  # table → (WAL position, time) seen
-        self.drop_grace_s = DROP_GRACE_S
 
     def due_stops(self, running: Iterable[Watched]) -> dict[str, str]:
         """Returns table → message for each table whose changelog has ended."""
@@ -121,7 +121,7 @@ class Watch:
             pass
         try:
             for w, complete in self._dropped([w for w in running if w.table not in stops]):
-                stops[w.table] = _dropped_message(w, complete, self.drop_grace_s)
+                stops[w.table] = _dropped_message(w, complete)
         except psycopg.Error:  # Postgres away: no verdict on its tables
             pass
         return stops
@@ -129,7 +129,7 @@ class Watch:
     def _dropped(self, running: list[Watched]) -> list[tuple[Watched, bool]]:
         """Tables gone from their source database whose changelog has ended, each with whether
         it ended complete: Debezium confirmed the WAL written up to when the drop was seen and
-        the table applied everything its topic holds; or, after `drop_grace_s`, not (Debezium
+        the table applied everything its topic holds; or, after DROP_GRACE_S, not (Debezium
         fails on events of a table dropped before it read them: it can no longer look up the
         key)."""
         done = []
@@ -141,21 +141,15 @@ class Watch:
                     self.dropped_at.pop(w.table, None)
                 elif self._confirmed_since_drop(w) and self._drained(w):
                     done.append((w, True))
-                elif time.monotonic() - self.dropped_at[w.table][1] > self.drop_grace_s:
+                elif time.monotonic() - self.dropped_at[w.table][1] > DROP_GRACE_S:
                     done.append((w, False))
         return done
 
     def _confirmed_since_drop(self, w: Watched) -> bool:
         with psycopg.connect(self.dsn(w.database), connect_timeout=5, autocommit=True) as conn:
             if w.table not in self.dropped_at:
-                row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-                self.dropped_at[w.table] = (str(row[0]) if row else "0/0", time.monotonic())
-            row = conn.execute(
-                "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
-                " WHERE slot_name = %s",
-                (self.dropped_at[w.table][0], w.slot),
-            ).fetchone()
-        return bool(row and row[0])
+                self.dropped_at[w.table] = (pg.current_wal_lsn(conn), time.monotonic())
+            return pg.slot_confirmed(conn, w.slot, self.dropped_at[w.table][0])
 
     def _drained(self, w: Watched) -> bool:
         try:

@@ -31,3 +31,18 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[TupleRo
             hint="start the stack with `changelake stack up`, or check the host, port and "
             "password (CHANGELAKE_PG_HOST/PORT/PASSWORD)",
         ) from exc
+
+
+def current_wal_lsn(conn: psycopg.Connection[TupleRow]) -> str:
+    """The WAL position written so far, as text (`0/16B3748`)."""
+    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    return str(row[0]) if row else "0/0"
+
+
+def slot_confirmed(conn: psycopg.Connection[TupleRow], slot: str, lsn: str) -> bool:
+    """Whether replication slot `slot` has confirmed every WAL position up to `lsn`."""
+    row = conn.execute(
+        "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s",
+        (lsn, slot),
+    ).fetchone()
+    return bool(row and row[0])

@@ -17,20 +17,12 @@ def wait_caught_up(settings: Settings, slot: str, timeout_s: float = 120.0) -> N
     from pipelines.stack.postgres import Postgres
 
     with pg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
-        target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+        target = pg.current_wal_lsn(conn)
         deadline = time.monotonic() + timeout_s
-        while True:
-            row = conn.execute(
-                "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
-                " WHERE slot_name = %s",
-                (str(target[0]) if target else "0/0", slot),
-            ).fetchone()
-            if row and row[0]:
-                return
+        while not pg.slot_confirmed(conn, slot, target):
             if time.monotonic() > deadline:
                 raise ChangelakeError(
-                    f"replication slot {slot} has not confirmed {target[0] if target else '?'}"
-                    f" after {timeout_s:.0f}s",
+                    f"replication slot {slot} has not confirmed {target} after {timeout_s:.0f}s",
                     "see `changelake connectors status` and logs/connect.log",
                 )
             time.sleep(0.5)
