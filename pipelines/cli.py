@@ -251,23 +251,12 @@ def _chaos(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if summary.differences else 0
 
 
-_BENCH_FLAGS = {  # argparse's name → BenchOptions' field
-    "rows": "rows",
-    "rate": "rate",
-    "steps": "steps",
-    "step_seconds": "step_s",
-    "prefill_seconds": "prefill_s",
-}
-
-
 def bench_options(args: argparse.Namespace) -> BenchOptions:
     """The flags given; the others keep BenchOptions' defaults, declared there only."""
     from pipelines.bench.command import BenchOptions
 
-    given = {
-        field: getattr(args, flag) for flag, field in _BENCH_FLAGS.items() if hasattr(args, flag)
-    }
-    return BenchOptions(**given)
+    names = [f.name for f in dataclasses.fields(BenchOptions)]  # the flags' `dest`s
+    return BenchOptions(**{name: getattr(args, name) for name in names if hasattr(args, name)})
 
 
 def _bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -386,8 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", type=int, default=quiet, help="customers; the other tables scale")
     p.add_argument("--rate", type=float, default=quiet, help="first step's transactions/s")
     p.add_argument("--steps", type=int, default=quiet, help="load steps, each doubling the rate")
-    p.add_argument("--step-seconds", type=float, default=quiet, help="length of each step")
-    p.add_argument("--prefill-seconds", type=float, default=quiet, help="load for stage limits")
+    for flag, dest, text in (
+        ("--step-seconds", "step_s", "length of each step"),
+        ("--prefill-seconds", "prefill_s", "load for stage limits"),
+    ):
+        p.add_argument(flag, dest=dest, metavar="SECONDS", type=float, default=quiet, help=text)
     p.set_defaults(handler=_bench)
 
     p = sub.add_parser("status", help="each derived table: rows, applied LSN, lag, errors")

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines import kafka_io
+from pipelines import kafka_io, pg
 from pipelines.bench import pipeline_runs, source, stages
 from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
 from pipelines.bench.resources import ResourceSampler
@@ -76,9 +76,6 @@ class Bench:
         self.log = out_dir / "bench.log"
         self.connector = source.connector_name(out_dir.name)
         self.figures: dict[str, Any] = {}
-        self.origin_ms = 0  # when the sustained load began: the plot's zero
-        self.points: list[dict[str, float]] = []
-        self.seen: list[tuple[int, float]] = []  # (commit ms, freshness to Delta s) per change
 
     def _search_config(self) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -130,7 +127,7 @@ class Bench:
             f"bench: Debezium snapshot: {rate.changes:,} rows in {rate.seconds:.0f} s"
             f" ({rate.per_s:,.0f}/s)"
         )
-        self.figures["debezium_snapshot_per_s"] = rate.per_s
+        self.figures["debezium_rows_per_s"] = rate.per_s
         return dsn
 
     def _seed_in_chunks(self, dsn: str) -> int:
@@ -158,6 +155,7 @@ class Bench:
             "rows": ours.snapshot_rows,
             "seconds": ours.snapshot_s,
             "rows_per_s": ours.snapshot_rows / ours.snapshot_s if ours.snapshot_s else 0.0,
+            "debezium_rows_per_s": self.figures["debezium_rows_per_s"],
         }
         self.say(f"  {ours.snapshot_rows:,} rows in {ours.snapshot_s:.0f} s")
         self.say("bench: the baseline's initial load of the same topics")
@@ -189,7 +187,10 @@ class Bench:
         stages.paused(s.connect_url, self.connector, pause=True)
         load = run_load(dsn, o.prefill_rate, o.prefill_s, seed=11, progress=lambda _: None)
         decoding = stages.decode(dsn, DECODING_SLOT, source.PUBLICATION)
-        self.say(f"  decoding: {decoding.changes:,} row changes in {decoding.seconds:.2f} s")
+        self.say(
+            f"  decoding: {decoding.changes:,} row changes in {decoding.seconds:.2f} s (the load"
+            f" wrote {load.row_changes:,} in {load.transactions:,} transactions)"
+        )
         debezium = stages.debezium_catch_up(
             s.kafka_bootstrap,
             s.connect_url,
@@ -211,7 +212,6 @@ class Bench:
             ours.changes / ours.working_s if ours.working_s else None,
         )
         self.figures["baseline_apply_per_s"] = ours.changes / base_s if base_s else None
-        self.figures["prefill_load"] = {"row_changes": load.row_changes, "seconds": load.seconds}
 
     def _sustained(self, dsn: str, sampler: ResourceSampler) -> tuple[list[Step], dict[str, Any]]:
         o = self.options
@@ -289,27 +289,25 @@ class Bench:
     # --- figures ----------------------------------------------------------------------------------
     def _freshness(
         self, ends: Mapping[str, dict[int, int]], index: Mapping[str, list[Any]]
-    ) -> dict[str, Any]:
-        delta: list[float] = []
+    ) -> tuple[dict[str, Any], list[tuple[int, float]]]:
+        """The freshness figures, and (commit ms, freshness to Delta s) of every change seen."""
         search: list[float] = []
-        changes_seen: list[tuple[int, float]] = []  # (commit ms, freshness s) for the plot
+        seen: list[tuple[int, float]] = []
         unseen = 0
         for name, topic in zip(source.TABLES, source.topics(), strict=True):
             changes = topic_changes(self.settings.kafka_bootstrap, topic, ends[topic])
             covered = freshness_of(changes, delta_commits(self.table(name)))
-            seen = [seconds for _, seconds in covered]
-            changes_seen += [(c.committed_ms, seconds) for c, seconds in covered]
-            unseen += len(changes) - len(seen)
-            delta += seen
+            seen += [(c.committed_ms, seconds) for c, seconds in covered]
+            unseen += len(changes) - len(covered)
             if moments := index.get(topic):
                 search += freshness_s(changes, moments)
-        self.say(f"bench: freshness from {len(delta):,} changes ({unseen:,} not yet visible)")
-        self.seen = changes_seen
-        self.points = _freshness_points(changes_seen, self.origin_ms)
-        return {
+        self.say(f"bench: freshness from {len(seen):,} changes ({unseen:,} not yet visible)")
+        delta = [seconds for _, seconds in seen]
+        figures = {
             "delta": summarize(delta).as_dict() if delta else None,
             "search": summarize(search).as_dict() if search else None,
         }
+        return figures, seen
 
     def _results(
         self,
@@ -320,9 +318,8 @@ class Bench:
         began: float,
     ) -> dict[str, Any]:
         o, f = self.options, self.figures
-        self.origin_ms = steps[0].started_ms if steps else 0
-        freshness = self._freshness(moments["ends"], moments["index"])
-        judged = [judged_by_freshness(s, self.seen, o.step_s, o.max_lag_s) for s in steps]
+        freshness, seen = self._freshness(moments["ends"], moments["index"])
+        judged = [judged_by_freshness(s, seen, o.step_s, o.max_lag_s) for s in steps]
         for number, (step, result) in enumerate(zip(steps, judged, strict=True), 1):
             if step.result.bounded and not result.bounded:
                 self.say(
@@ -354,7 +351,7 @@ class Bench:
             },
             "ratios": {},
             "resources": {name: u.as_dict() for name, u in usage.items()},
-            "timeline": sorted(_timeline(steps) + self.points, key=lambda p: p["t"]),
+            "timeline": _timeline(steps, seen),
         }
 
 
@@ -363,24 +360,24 @@ def _alive(pipeline: PipelineProcess) -> bool:
     return True
 
 
-def _timeline(steps: list[Step]) -> list[dict[str, float]]:
+def _timeline(steps: list[Step], seen: list[tuple[int, float]]) -> list[dict[str, float]]:
+    """The plot's points, in seconds since the sustained load began: each step's start (so a
+    step is shaded from when its load began), the lag at each commit, and at most PLOT_POINTS
+    changes' freshness, evenly thinned."""
     if not steps:
         return []
     origin = steps[0].started_ms
-    # a point at each step's start, so the plot shades a step from when its load began
-    starts = [{"t": (s.started_ms - origin) / 1000, "rate": s.result.target_rate} for s in steps]
-    return starts + [
+    points = [{"t": (s.started_ms - origin) / 1000, "rate": s.result.target_rate} for s in steps]
+    points += [
         {"t": (at - origin) / 1000, "lag_s": lag, "rate": step.result.target_rate}
         for step in steps
-        for at, lag in sorted(step.lags)
+        for at, lag in step.lags
     ]
-
-
-def _freshness_points(seen: list[tuple[int, float]], origin_ms: int) -> list[dict[str, float]]:
-    """At most PLOT_POINTS (change commit time, freshness) points, evenly thinned."""
-    seen = sorted(seen)
-    step = max(1, len(seen) // PLOT_POINTS)
-    return [{"t": (at - origin_ms) / 1000, "delta_freshness_s": f} for at, f in seen[::step]]
+    thin = max(1, len(seen) // PLOT_POINTS)
+    points += [
+        {"t": (at - origin) / 1000, "delta_freshness_s": f} for at, f in sorted(seen)[::thin]
+    ]
+    return sorted(points, key=lambda p: p["t"])
 
 
 def _ends(settings: Settings, topic: str) -> dict[int, int]:
@@ -399,20 +396,12 @@ def _last_offsets(table: Path) -> dict[int, int]:
 
 def _slot_reaches_now(dsn: str, slot: str) -> Callable[[], bool]:
     """A check that the slot has confirmed the WAL position current at this call."""
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-    target = str(row[0]) if row else "0/0"
+    with pg.connect(dsn, autocommit=True) as conn:
+        target = pg.current_wal_lsn(conn)
 
     def reached() -> bool:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            found = conn.execute(
-                "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
-                " WHERE slot_name = %s",
-                (target, slot),
-            ).fetchone()
-        return bool(found and found[0])
+        with pg.connect(dsn, autocommit=True) as conn:
+            return pg.slot_confirmed(conn, slot, target)
 
     return reached
 

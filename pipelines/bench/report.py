@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Required, TypedDict, cast
+from typing import Any, NotRequired, Required, TypedDict, cast
 
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
 from pipelines.exceptions import ConfigError
@@ -55,6 +55,7 @@ class SnapshotFigures(TypedDict):
     rows: int
     seconds: float
     rows_per_s: float
+    debezium_rows_per_s: NotRequired[float]  # Debezium's initial snapshot into the topics
 
 
 class Sustained(TypedDict):
