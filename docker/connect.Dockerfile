@@ -9,7 +9,7 @@
 # BuildKit-only features), so the legacy builder behind docker-compose 1.29 builds it too.
 
 # Default = pom.xml's <debezium.version> (tests/unit/test_compose.py checks that).
-ARG DEBEZIUM_VERSION=3.6.3.Final
+ARG DEBEZIUM_VERSION=3.7.0.Final
 
 # --- Stage 1: build the transformation exactly as `changelake setup` does (mvn -P smt package).
 FROM maven:3.9-eclipse-temurin-17 AS smt

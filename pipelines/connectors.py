@@ -158,9 +158,13 @@ def apply(
     connectors = check(api, files)
     for cf in connectors:
         before = api.connector_config(cf.name)
+        if before is not None and _same(before, cf):
+            # A PUT of the same config still restarts the connector and its task ("connector-only
+            # config update"): capture would pause, and stop mid-transaction, for nothing.
+            progress(f"  {cf.name:<20} unchanged from {cf.path}")
+            continue
         api.put(f"/connectors/{quote(cf.name)}/config", cf.config)
-        verb = "created" if before is None else ("unchanged" if _same(before, cf) else "updated")
-        progress(f"  {cf.name:<20} {verb} from {cf.path}")
+        progress(f"  {cf.name:<20} {'created' if before is None else 'updated'} from {cf.path}")
     for cf in connectors:
         wait_running(api, cf.name, timeout_s, progress)
         reconcile_topics(settings, cf, progress)

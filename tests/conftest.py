@@ -54,15 +54,16 @@ def unique() -> str:
 @pytest.fixture
 def capture(
     settings: Settings, stack: dict[str, Any], tmp_path: Path
-) -> Iterator[Callable[[str], str]]:
+) -> Iterator[Callable[..., str]]:
     """Start a connector of the test's own for the given tables; returns its topic prefix.
 
     It is the shipped connectors/shop-postgres.json with its own name, prefix and slot, so the
-    test exercises the real configuration while leaving the shop connector alone.
+    test exercises the real configuration while leaving the shop connector alone; `overrides`
+    change settings of it that the test is about.
     """
     made: list[str] = []
 
-    def start(tables: str) -> str:
+    def start(tables: str, overrides: dict[str, str] | None = None) -> str:
         name = f"test-{uuid.uuid4().hex[:10]}"
         doc = json.loads((settings.connectors_dir / "shop-postgres.json").read_text())
         prefix = name.replace("-", "_")
@@ -75,6 +76,7 @@ def capture(
                 "topic.creation.meta.include": (
                     f"{prefix}\\.transaction|__debezium-heartbeat\\.{prefix}"
                 ),
+                **(overrides or {}),
             }
         )
         path = tmp_path / "connectors" / f"{name}.json"

@@ -14,6 +14,10 @@ from pipelines.stack.service import JavaService
 PLUGINS_FOLDER = "plugins"
 DEBEZIUM_PLUGIN = "plugins/debezium-postgres"
 PROVIDERS = "org.apache.kafka.common.config.provider"
+# The worker's internal topics (the compose file names the same; tests/unit/test_compose.py).
+CONFIG_TOPIC = "changelake-connect-configs"
+OFFSETS_TOPIC = "changelake-connect-offsets"
+STATUS_TOPIC = "changelake-connect-status"
 
 
 class Connect(JavaService):
@@ -46,9 +50,9 @@ class Connect(JavaService):
             "group.id": "changelake-connect",
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "config.storage.topic": "changelake-connect-configs",
-            "offset.storage.topic": "changelake-connect-offsets",
-            "status.storage.topic": "changelake-connect-status",
+            "config.storage.topic": CONFIG_TOPIC,
+            "offset.storage.topic": OFFSETS_TOPIC,
+            "status.storage.topic": STATUS_TOPIC,
             "config.storage.replication.factor": "1",
             "offset.storage.replication.factor": "1",
             "status.storage.replication.factor": "1",

@@ -137,7 +137,7 @@ def pipeline(
     settings: Settings,
     admin_dsn: str,
     spark: SparkSession,
-    capture: Callable[[str], str],
+    capture: Callable[..., str],
     tmp_path: Path,
 ) -> Iterator[Callable[..., Pipeline]]:
     """`pipeline(tables, ddl)` runs the DDL (and seed rows), then captures those tables."""
@@ -148,6 +148,7 @@ def pipeline(
         ddl: list[str],
         soft_delete: tuple[str, ...] = (),
         search: dict[str, dict[str, str]] | None = None,
+        connector: dict[str, str] | None = None,
     ) -> Pipeline:
         p = Pipeline(settings, admin_dsn, spark, tmp_path, tables=tables)
         made.append(p)
@@ -156,7 +157,7 @@ def pipeline(
         (tmp_path / "lake.json").write_text(json.dumps({"soft_delete": list(soft_delete)}))
         indexes = {t: {"fields": fields} for t, fields in (search or {}).items()}
         (tmp_path / "search.json").write_text(json.dumps({"indexes": indexes}))
-        p.prefix = capture(",".join([*(f"public.{t}" for t in tables), SIGNAL_TABLE]))
+        p.prefix = capture(",".join([*(f"public.{t}" for t in tables), SIGNAL_TABLE]), connector)
         return p
 
     yield make

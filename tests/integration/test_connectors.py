@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from pipelines import kafka_io
 from pipelines.connect_api import ConnectApi
 from pipelines.settings import Settings
+from pipelines.stack.connect import CONFIG_TOPIC
 from tests.support import changelake
 
 pytestmark = pytest.mark.stack
@@ -102,8 +104,11 @@ def test_inline_password_is_refused_before_connect_sees_it(
 
 def test_shop_connector_applies_idempotently(settings: Settings, stack: Any) -> None:
     changelake("connectors", "apply")
+    configs = kafka_io.watermarks(settings.kafka_bootstrap, CONFIG_TOPIC)
     again = changelake("connectors", "apply")
     assert "shop-postgres        unchanged" in again.stdout
+    # Nothing was written to Connect: a PUT of the same config restarts the connector's task.
+    assert kafka_io.watermarks(settings.kafka_bootstrap, CONFIG_TOPIC) == configs
     status = json.loads(changelake("connectors", "status", "--json").stdout)
     assert status["shop-postgres"]["state"] == "RUNNING"
     assert [t["state"] for t in status["shop-postgres"]["tasks"]] == ["RUNNING"]

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from pipelines.settings import POSTGRES_REPLICATION, Settings, load_settings, read_versions
+from pipelines.stack import connect
 from pipelines.stack.install import SMT_FOLDER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -484,9 +485,9 @@ def test_connect_is_a_distributed_worker_with_config_providers(
         name: env[name]
         for name in ("CONFIG_STORAGE_TOPIC", "OFFSET_STORAGE_TOPIC", "STATUS_STORAGE_TOPIC")
     } == {
-        "CONFIG_STORAGE_TOPIC": "changelake-connect-configs",
-        "OFFSET_STORAGE_TOPIC": "changelake-connect-offsets",
-        "STATUS_STORAGE_TOPIC": "changelake-connect-status",
+        "CONFIG_STORAGE_TOPIC": connect.CONFIG_TOPIC,
+        "OFFSET_STORAGE_TOPIC": connect.OFFSETS_TOPIC,
+        "STATUS_STORAGE_TOPIC": connect.STATUS_TOPIC,
     }
     assert set(env["CONNECT_CONFIG_PROVIDERS"].split(",")) == {"env", "file"}
     assert env["CONNECT_CONFIG_PROVIDERS_ENV_CLASS"] == (

@@ -44,7 +44,10 @@ def test_versions_come_from_the_pom() -> None:
     versions = load_settings({}).versions
     assert versions.spark == "4.2.0"
     assert versions.kafka.startswith("4.3.")
-    assert versions.debezium.startswith("3.6.")
+    # 3.7 keeps, in its offsets, how many events of one LSN were sent (lsn_events_processed):
+    # 3.6 lost the rest of them on a restart inside a bulk transaction (issue 13).
+    major, minor = (int(part) for part in versions.debezium.split(".")[:2])
+    assert (major, minor) >= (3, 7)
     assert versions.opensearch.startswith("2.19.")
 
 
