@@ -207,9 +207,17 @@ def _change_columns(row: RowVersion, image: Column, placeholder: str) -> list[Co
     return [
         *cols,
         F.col("p.op").alias(OP),
-        F.coalesce(source["lsn"], F.lit(0)).alias(LSN),
+        F.coalesce(source["lsn"], _stream_position(source), F.lit(0)).alias(LSN),
         F.timestamp_micros(micros).alias(SOURCE_TS),
         toasted.alias(TOASTED),
         F.col("partition").alias(PARTITION),
         F.col("offset").alias(OFFSET),
     ]
+
+
+def _stream_position(source: Column) -> Column:
+    """An incremental snapshot's read (a table added later, `verify --repair`) has no `lsn`; its
+    `sequence` holds where streaming stood when Debezium sent it, at its chunk's closing
+    watermark: past every change streamed before it, below every change streamed after. As its
+    LSN, the guard lets it replace what those earlier changes left, and never a later change."""
+    return F.get_json_object(source["sequence"], "$[1]").cast("long")

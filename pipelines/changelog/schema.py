@@ -23,6 +23,7 @@ SOURCE_STRUCT = T.StructType(
         T.StructField("ts_ms", T.LongType()),
         T.StructField("txId", T.LongType()),
         T.StructField("snapshot", T.StringType()),
+        T.StructField("sequence", T.StringType()),  # '["<last commit LSN>", "<LSN>"]'
     ]
 )
 
