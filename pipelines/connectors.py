@@ -231,6 +231,32 @@ def wait_running(api: ConnectApi, name: str, timeout_s: float, progress: Progres
         time.sleep(0.5)
 
 
+def wait_all_running(settings: Settings, timeout_s: float = 120.0) -> None:
+    """Until every registered connector and its tasks run again after Connect restarted. A
+    state read early may still be the previous worker's (FAILED included), so only the
+    deadline decides that one failed."""
+    from pipelines.stack.process import wait_until
+
+    api = ConnectApi(settings.connect_url)
+    names: list[str] = api.get("/connectors")
+    states: dict[str, dict[str, Any]] = {}
+
+    def running() -> bool:
+        states.update({name: _state(api, name) for name in names})
+        return all(
+            st["connector"] == "RUNNING" and st["tasks"] and set(st["tasks"]) == {"RUNNING"}
+            for st in states.values()
+        )
+
+    if not wait_until(running, timeout_s):
+        stuck = {n: st for n, st in states.items() if st["failed"] or st["connector"] != "RUNNING"}
+        raise ChangelakeError(
+            f"connectors not RUNNING {timeout_s:.0f}s after Connect restarted: "
+            + "; ".join(f"{n}: {st['failed'] or st['connector']}" for n, st in stuck.items()),
+            "see `changelake connectors status` and logs/connect.log",
+        )
+
+
 def _state(api: ConnectApi, name: str) -> dict[str, Any]:
     try:
         status = api.get(f"/connectors/{quote(name)}/status")

@@ -46,3 +46,16 @@ def slot_confirmed(conn: psycopg.Connection[TupleRow], slot: str, lsn: str) -> b
         (lsn, slot),
     ).fetchone()
     return bool(row and row[0])
+
+
+def wal_insert_lsn(cur: psycopg.Cursor[TupleRow]) -> int:
+    """Where the next WAL record goes, in bytes: inside a transaction, past what it wrote so far
+    (`pg_current_wal_lsn` only moves on flushes)."""
+    row = cur.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
+    return int(row[0]) if row else 0
+
+
+def current_xid(cur: psycopg.Cursor[TupleRow]) -> int:
+    """This transaction's id (assigning one if it wrote nothing yet), epoch included."""
+    row = cur.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+    return int(row[0]) if row else 0

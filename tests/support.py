@@ -45,3 +45,16 @@ def wait_for(check: Callable[[], Any], timeout_s: float = 60.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(POLL_INTERVAL_S)
+
+
+# A connector that acknowledges records one at a time (one per produce request, one request in
+# flight) and polls them in hundreds: a few thousand records a second instead of tens of
+# thousands, so a one-second offset flush lands inside a bulk transaction's COPY, and a graceful
+# stop, which still sends and commits what was polled, overshoots by a few hundred at most.
+SLOW_ACKS = {
+    "producer.override.batch.size": "0",
+    "producer.override.linger.ms": "0",
+    "producer.override.max.in.flight.requests.per.connection": "1",
+    "max.batch.size": "100",
+    "max.queue.size": "200",
+}

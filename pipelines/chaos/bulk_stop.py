@@ -5,7 +5,9 @@ Those statements give many change events one LSN (a multi-insert WAL record carr
 of a page). Connect stores, with each acknowledged record, the LSN of the last event it processed
 (`lsn_proc`); a restart from an offset that stops halfway through one LSN's events used to skip
 the rest of them. Debezium 3.7 also stores how many events of that LSN were sent
-(`lsn_events_processed`) and skips only those.
+(`lsn_events_processed`) and skips only those, when there are two or more: an offset stored at
+the *first* event of an LSN (count 1) still resumes at the next LSN, skipping the rest
+(WalPositionLocator in 3.7.0; see the README). `BulkStop.first_of_lsn` names that case.
 
 So the fault waits until Connect has *stored* an offset inside the bulk transaction (its
 periodic flush, every `offset.flush.interval.ms`), then stops Connect: a graceful stop commits
@@ -19,14 +21,12 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from pipelines import kafka_io
+from pipelines import connectors
+from pipelines.connect_offsets import XID_MODULUS, StoredOffset, offsets_end, stored_offsets
 from pipelines.settings import Settings
 from pipelines.stack import manager, process
-from pipelines.stack.connect import OFFSETS_TOPIC
 
-XID_MODULUS = 2**32  # Debezium stores the 32-bit xid; Postgres' xid8 carries an epoch above it
 INSIDE_TIMEOUT_S = 60.0
 POLL_S = 0.05  # the window is a second or so: look often
 
@@ -48,21 +48,6 @@ class Bulk:
 
 
 @dataclass(frozen=True)
-class StoredOffset:
-    connector: str
-    value: dict[str, Any]
-
-    @property
-    def xid(self) -> int | None:
-        tx = self.value.get("txId")
-        return None if tx is None else int(tx) % XID_MODULUS
-
-    @property
-    def lsn(self) -> int:
-        return int(self.value.get("lsn_proc") or self.value.get("lsn") or 0)
-
-
-@dataclass(frozen=True)
 class BulkStop:
     bulk: Bulk
     how: str  # "SIGTERM" or "SIGKILL"
@@ -73,30 +58,24 @@ class BulkStop:
         """Connect resumes from halfway through one LSN's events: the case that lost rows."""
         return self.stored is not None and self.bulk.shares(self.stored)
 
+    @property
+    def first_of_lsn(self) -> bool:
+        """It resumes from the first event of an LSN: Debezium 3.7 still skips that LSN's rest."""
+        return self.inside and self.stored is not None and self.stored.events_at_lsn == 1
+
     def describe(self) -> str:
         where = (
             f"resumes inside its COPY at LSN {self.stored.lsn}"
+            f" after {self.stored.events_at_lsn or '?'} of its events"
             if self.inside and self.stored
             else "resumes outside its COPY (the stop missed the window)"
         )
+        if self.first_of_lsn:
+            where += " (the first: Debezium 3.7 skips the rest of that LSN, see the README)"
         return (
             f"Kafka Connect: {self.how} while Debezium streamed a bulk transaction "
             f"(xid {self.bulk.xid}, {self.bulk.row_changes:,} row changes); {where}"
         )
-
-
-def stored_offsets(bootstrap: str, since: dict[int, int]) -> list[StoredOffset]:
-    """Every source offset Connect stored after the offsets `since` (partition → offset)."""
-    found = []
-    for record in kafka_io.read(bootstrap, OFFSETS_TOPIC, since):
-        key = record.key
-        if isinstance(key, list) and key and isinstance(record.value, dict):
-            found.append(StoredOffset(str(key[0]), record.value))
-    return found
-
-
-def offsets_end(bootstrap: str) -> dict[int, int]:
-    return {p: high for p, (_, high) in kafka_io.watermarks(bootstrap, OFFSETS_TOPIC).items()}
 
 
 def stop_connect_inside(
@@ -124,6 +103,7 @@ def stop_connect_inside(
     process.stop(svc.pidfile, sig, 0 if hard else svc.stop_grace_s)
     last = [o for o in stored_offsets(bootstrap, since) if connector in (None, o.connector)]
     manager.up(settings, ["connect"], progress=lambda _: None)
+    connectors.wait_all_running(settings)
     return BulkStop(bulk, "SIGKILL" if hard else "SIGTERM", last[-1] if last else None)
 
 
@@ -136,7 +116,7 @@ def _wait_inside(bootstrap: str, since: dict[int, int], bulk: Bulk, connector: s
         for stored in stored_offsets(bootstrap, since):
             if connector not in (None, stored.connector) or stored.xid is None:
                 continue
-            if bulk.shares(stored):
+            if bulk.shares(stored) and stored.events_at_lsn != 1:  # a resume 3.7 counts
                 return True
             if stored.lsn >= bulk.copied[1]:
                 return False
