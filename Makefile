@@ -46,7 +46,7 @@ demo: up ## seed the shop, snapshot it into Delta and OpenSearch, run a workload
 	@echo 'products in stock matching "$(DEMO_SEARCH)", from the OpenSearch index:'
 	@$(CHANGELAKE) search "$(DEMO_SEARCH)" --table products --filter in_stock=true --limit 5
 
-chaos: up ## 6 rounds of 5 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop OpenSearch) under load; verify after each
+chaos: up ## 6 rounds of 6 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop Connect inside a bulk transaction, stop OpenSearch) under load; verify after each
 	@$(CHANGELAKE) demo seed --rows $(CHAOS_ROWS)
 	@$(CHANGELAKE) chaos --rounds $(CHAOS_ROUNDS)
 

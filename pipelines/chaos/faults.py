@@ -1,8 +1,9 @@
-"""The five kinds of fault, each injected and then healed before the next one.
+"""The six kinds of fault, each injected and then healed before the next one.
 
 Every fault is something that happens to real deployments: the pipeline host dies, Connect
-is redeployed or crashes, the broker restarts, Postgres restarts, the search cluster is away
-for a while. A fault returns a line saying exactly what was done.
+is redeployed or crashes (also in the middle of a bulk load), the broker restarts, Postgres
+restarts, the search cluster is away for a while. A fault returns a line saying exactly what was
+done.
 """
 
 from __future__ import annotations
@@ -10,16 +11,21 @@ from __future__ import annotations
 import random
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from pipelines import connectors
+from pipelines.chaos.bulk_stop import stop_connect_inside
 from pipelines.chaos.pipeline_process import PipelineProcess
+from pipelines.chaos.workload import Workload
 from pipelines.settings import Settings
 from pipelines.stack import manager, process
 
 KINDS = (
     "kill-pipeline",
     "restart-connect",
+    "stop-connect-in-bulk",
     "restart-kafka",
     "restart-postgres",
     "stop-opensearch",
@@ -33,6 +39,9 @@ class FaultContext:
     rng: random.Random
     say: Callable[[str], None]
     outage_s: tuple[float, float] = (5.0, 20.0)  # how long OpenSearch stays away
+    workload: Workload | None = None  # the round's load
+    # Stops that landed where they meant to (inside a bulk transaction's COPY), by fault kind.
+    landed: Counter[str] = field(default_factory=Counter)
 
 
 def inject(kind: str, ctx: FaultContext) -> str:
@@ -52,6 +61,16 @@ def restart_connect(ctx: FaultContext) -> str:
     how = "SIGKILL" if hard else "graceful stop"
     _bounce(ctx, "connect", signal.SIGKILL if hard else None)
     return f"Kafka Connect: {how}, then started again"
+
+
+def stop_connect_in_bulk(ctx: FaultContext) -> str:
+    """The workload commits a bulk transaction; Connect stops once it has stored an offset
+    inside that transaction's COPY (gracefully or by SIGKILL), and starts again."""
+    if ctx.workload is None:
+        raise ValueError("stop-connect-in-bulk needs the round's workload")
+    stop = stop_connect_inside(ctx.settings, ctx.workload.bulk, hard=ctx.rng.random() < 0.5)
+    ctx.landed["stop-connect-in-bulk"] += stop.inside
+    return stop.describe()
 
 
 def restart_kafka(ctx: FaultContext) -> str:
@@ -75,6 +94,8 @@ def stop_opensearch(ctx: FaultContext) -> str:
 def _bounce(ctx: FaultContext, name: str, sig: int | None = None) -> None:
     _stop(ctx, name, sig)
     manager.up(ctx.settings, [name], progress=_quiet)
+    if name == "connect":  # healed once capture runs again, not when the REST API answers
+        connectors.wait_all_running(ctx.settings)
 
 
 def _stop(ctx: FaultContext, name: str, sig: int | None) -> None:
@@ -89,6 +110,7 @@ def _quiet(_line: str) -> None:
 FAULTS: dict[str, Callable[[FaultContext], str]] = {
     "kill-pipeline": kill_pipeline,
     "restart-connect": restart_connect,
+    "stop-connect-in-bulk": stop_connect_in_bulk,
     "restart-kafka": restart_kafka,
     "restart-postgres": restart_postgres,
     "stop-opensearch": stop_opensearch,

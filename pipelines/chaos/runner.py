@@ -50,6 +50,7 @@ class ChaosSummary:
     rounds: list[RoundResult] = field(default_factory=list)
     faults: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    landed: Counter[str] = field(default_factory=Counter)  # stops inside a bulk's COPY
 
     @property
     def differences(self) -> int:
@@ -60,6 +61,7 @@ class ChaosSummary:
             "rounds": len(self.rounds),
             "faults": dict(self.faults),
             "faults_total": self.faults.total(),
+            "landed": dict(self.landed),
             "transactions": sum(r.transactions for r in self.rounds),
             "row_changes": sum(r.row_changes for r in self.rounds),
             "rows_compared": sum(r.rows_compared for r in self.rounds),
@@ -75,13 +77,16 @@ class ChaosSummary:
         lines = [
             f"chaos: {d['rounds']} rounds, {d['faults_total']} faults"
             f" in {d['seconds'] / 60:.1f} min",
-            *(f"  {kind:<18} {self.faults[kind]:>4}" for kind in KINDS),
-            f"  changes applied   {d['row_changes']:>8,} row changes in"
+            *(f"  {kind:<20} {self.faults[kind]:>4}{self._landed(kind)}" for kind in KINDS),
+            f"  changes applied     {d['row_changes']:>8,} row changes in"
             f" {d['transactions']:,} transactions",
-            f"  rows compared     {d['rows_compared']:>8,} (Delta and index, after every round)",
-            f"  differences       {d['differences']:>8,}",
+            f"  rows compared       {d['rows_compared']:>8,} (Delta and index, after every round)",
+            f"  differences         {d['differences']:>8,}",
         ]
         return "\n".join(lines)
+
+    def _landed(self, kind: str) -> str:
+        return f" ({self.landed[kind]} inside a bulk's COPY)" if kind in self.landed else ""
 
 
 def verify(env: Mapping[str, str], timeout_s: float, log: Path) -> dict[str, Any]:
@@ -150,7 +155,9 @@ class Chaos:
         began = time.monotonic()
         self.pipeline.args = ("--trigger-seconds", str(options.trigger_s))
         self.pipeline.start()
-        ctx = FaultContext(self.settings, self.pipeline, rng, self.say, options.outage_s)
+        ctx = FaultContext(
+            self.settings, self.pipeline, rng, self.say, options.outage_s, landed=summary.landed
+        )
         try:
             for number in range(1, options.rounds + 1):
                 result = self._round(number, options, ctx)
@@ -176,6 +183,7 @@ class Chaos:
             + ", ".join(kinds)
         )
         load = self.workload(options.seed * 1000 + number)
+        ctx.workload = load
         load.start()
         done: list[str] = []
         for kind in kinds:

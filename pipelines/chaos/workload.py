@@ -1,15 +1,24 @@
-"""The load a chaos round runs while faults land: the demo workload on a thread of its own,
-until the round's faults are over."""
+"""The load a chaos round runs while faults land: the demo workload, small bulk transactions
+mixed in, on a thread of its own until the round's faults are over; and, for the fault that
+stops Connect inside one, a big bulk transaction on demand."""
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from pipelines import pg
+from pipelines.chaos.bulk_stop import Bulk
+from pipelines.demo.bulk import bulk_orders
 from pipelines.demo.load import LoadReport, run_load
+from pipelines.demo.ops import OPERATIONS, Mix, Pools
+from pipelines.exceptions import ChangelakeError
 
 FOREVER_S = 24 * 3600.0  # the round ends the load, not a duration
+CHAOS_MIX: Mix = {**OPERATIONS, "bulk_orders": (bulk_orders, 1)}
+BIG_BULK_ORDERS = 2000  # ~2,000 orders and ~4,000 lines: a second or more of Debezium's streaming
 
 
 class Done(Protocol):
@@ -24,6 +33,10 @@ class Workload(Protocol):
     def start(self) -> None: ...
 
     def stop(self) -> Done: ...
+
+    def bulk(self) -> Bulk:
+        """Commit one big bulk transaction beside the load, and say what it was."""
+        ...
 
 
 class BackgroundLoad:
@@ -46,6 +59,7 @@ class BackgroundLoad:
                 seed=self.seed,
                 progress=self._progress,
                 stop=self.stopping.is_set,
+                mix=CHAOS_MIX,
             )
         except BaseException as exc:  # handed to the caller of stop()
             self.failure = exc
@@ -61,3 +75,11 @@ class BackgroundLoad:
             raise self.failure
         assert self.report is not None
         return self.report
+
+    def bulk(self) -> Bulk:
+        with pg.connect(self.dsn) as conn, conn.cursor() as cur:
+            pools = Pools.load(cur)
+            effect = bulk_orders(cur, random.Random(self.seed), pools, BIG_BULK_ORDERS)
+        if effect is None:
+            raise ChangelakeError("chaos: the shop has no customers or priced products to order")
+        return Bulk(effect.xid, effect.rows, effect.copied)

@@ -18,7 +18,7 @@ from psycopg import errors
 from psycopg.rows import TupleRow
 
 from pipelines.demo.db import connect, friendly_errors
-from pipelines.demo.ops import OPERATIONS, Effect, Pools
+from pipelines.demo.ops import OPERATIONS, Effect, Mix, Pools
 from pipelines.exceptions import ConfigError
 
 # Lost races with other writers: the transaction is rolled back and the workload carries on.
@@ -87,6 +87,7 @@ def run_load(
     seed: int = 7,
     progress: Callable[[str], None] = print,
     stop: Callable[[], bool] | None = None,
+    mix: Mix = OPERATIONS,
 ) -> LoadReport:
     """Run the workload for `seconds` at `rate` transactions per second (or until `stop()` is
     true), then report.
@@ -102,7 +103,7 @@ def run_load(
         conn = connect(dsn)
         run: _Run | None = None
         try:
-            run = _Run(dsn, conn, random.Random(seed), rate)
+            run = _Run(dsn, conn, random.Random(seed), rate, mix)
             return run.run(seconds, progress, stop or (lambda: False))
         finally:
             (run.conn if run else conn).close()  # a reconnect replaced the first one
@@ -115,14 +116,15 @@ class _Run:
         conn: psycopg.Connection[TupleRow],
         rng: random.Random,
         rate: float,
+        mix: Mix,
     ) -> None:
-        self.dsn, self.conn, self.rng, self.rate = dsn, conn, rng, rate
+        self.dsn, self.conn, self.rng, self.rate, self.mix = dsn, conn, rng, rate, mix
         with conn.cursor() as cur:
             self.pools = Pools.load(cur)
         conn.commit()
         self.reconnects = 0
-        self.names = list(OPERATIONS)
-        self.weights = [weight for _, weight in OPERATIONS.values()]
+        self.names = list(mix)
+        self.weights = [weight for _, weight in mix.values()]
         self.ops: Counter[str] = Counter()
         self.rows = self.skipped = self.failed = 0
         self.keys = _KeyLog()
@@ -191,7 +193,7 @@ class _Run:
 
     def _one(self) -> None:
         name = self.rng.choices(self.names, self.weights)[0]
-        op = OPERATIONS[name][0]
+        op = self.mix[name][0]
         try:
             with self.conn.transaction(), self.conn.cursor() as cur:
                 effect = op(cur, self.rng, self.pools)
@@ -237,6 +239,7 @@ class _KeyLog:
             self.inserted_customers.add(effect.new_customer)
         if effect.new_order is not None:
             self.inserted_orders.add(effect.new_order)
+        self.inserted_orders.update(effect.new_orders)
         if effect.moved_customer is not None:
             old, new = effect.moved_customer
             self.key_changes.append((old, new))

@@ -31,6 +31,7 @@ class Effect:
     rows: int
     new_customer: int | None = None
     new_order: int | None = None
+    new_orders: tuple[int, ...] = ()  # a bulk's
     gone_customer: int | None = None
     gone_orders: tuple[int, ...] = ()
     moved_customer: tuple[int, int] | None = None
@@ -280,7 +281,8 @@ def _returned_id(cur: Cursor) -> int:
 
 
 # name → (operation, weight): the mix of a busy shop, about 1% primary-key changes
-OPERATIONS: dict[str, tuple[Op, int]] = {
+Mix = dict[str, tuple[Op, int]]
+OPERATIONS: Mix = {
     "insert_customer": (insert_customer, 8),
     "insert_order": (insert_order, 10),
     "purchase": (purchase, 10),

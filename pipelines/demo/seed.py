@@ -210,7 +210,7 @@ def _orders(rng: random.Random, orders: list[tuple[int, Decimal]], first: int) -
         yield (first + offset, customer, status, total, placed, text.later(rng, placed))
 
 
-_COLUMNS = {
+COLUMNS = {  # what each COPY writes, in this order
     "customers": "id, email, name, country, balance, profile, notes, created_at, updated_at",
     "products": "sku, name, description, price, tags, in_stock, updated_at",
     "orders": "id, customer_id, status, total, placed_at, updated_at",
@@ -220,7 +220,7 @@ _COLUMNS = {
 
 def _copy(cur: psycopg.Cursor[TupleRow], table: str, rows: Iterable[Row], tick: _Progress) -> None:
     pending = 0
-    with cur.copy(f"COPY public.{table} ({_COLUMNS[table]}) FROM STDIN") as copy:
+    with cur.copy(f"COPY public.{table} ({COLUMNS[table]}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
             pending += 1

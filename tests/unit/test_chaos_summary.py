@@ -43,12 +43,15 @@ def test_samples_name_the_table_and_the_side() -> None:
 
 def test_the_summary_counts_faults_by_kind_changes_and_differences() -> None:
     rounds = [RoundResult(n, list(KINDS), 100 * n, 250 * n, 30.0, 1000, 0, {}) for n in (1, 2)]
-    summary = ChaosSummary(rounds, Counter({k: 2 for k in KINDS}), 600.0)
+    landed = Counter({"stop-connect-in-bulk": 1})
+    summary = ChaosSummary(rounds, Counter({k: 2 for k in KINDS}), 600.0, landed)
     d = summary.as_dict()
-    assert (d["faults_total"], d["transactions"], d["row_changes"]) == (10, 300, 750)
+    assert (d["faults_total"], d["transactions"], d["row_changes"]) == (12, 300, 750)
     assert (d["rows_compared"], d["differences"]) == (2000, 0)
+    assert d["landed"] == {"stop-connect-in-bulk": 1}
     text = summary.text()
-    assert "chaos: 2 rounds, 10 faults in 10.0 min" in text
+    assert "chaos: 2 rounds, 12 faults in 10.0 min" in text
     for kind in KINDS:
-        assert f"  {kind:<18}    2" in text
-    assert "differences              0" in text
+        assert f"  {kind:<20}    2" in text
+    assert "  stop-connect-in-bulk    2 (1 inside a bulk's COPY)" in text
+    assert "differences                0" in text
