@@ -208,7 +208,8 @@ def _reachable(settings: Settings) -> None:
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines import tables
     from pipelines.spark import session
-    from pipelines.verify.command import print_report, verify
+    from pipelines.verify.command import print_report
+    from pipelines.verify.repair import verify_repairing
 
     refs = tables.captured(settings, _names(",".join(args.tables)) or None)
     say = (lambda text: print(text, file=sys.stderr)) if args.json else print
@@ -216,7 +217,8 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
     spark = session(settings, app="changelake-verify")
     spark.sparkContext.setLogLevel("FATAL")
     try:
-        checks = verify(settings, spark, refs, say, args.timeout, args.range_rows)
+        passes = args.passes if args.repair else 0
+        checks = verify_repairing(settings, spark, refs, say, args.timeout, args.range_rows, passes)
     finally:
         spark.stop()
     equal = all(c.equal for c in checks)
@@ -233,13 +235,14 @@ def _chaos(args: argparse.Namespace, settings: Settings) -> int:
     import os
     from datetime import UTC, datetime
 
+    from pipelines.chaos.faults import KINDS
     from pipelines.chaos.runner import Chaos, ChaosOptions
     from pipelines.chaos.workload import BackgroundLoad
     from pipelines.stack.postgres import Postgres
 
     out_dir = settings.home / "chaos" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     options = ChaosOptions(rounds=args.rounds, rate=args.rate, seed=args.seed)
-    print(f"chaos: {options.rounds} rounds of 5 faults under load; logs in {out_dir}")
+    print(f"chaos: {options.rounds} rounds of {len(KINDS)} faults under load; logs in {out_dir}")
     dsn = Postgres(settings).admin_dsn()
 
     def workload(seed: int) -> BackgroundLoad:
@@ -360,6 +363,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--range-rows", type=int, default=50_000, help="source rows compared per key range"
+    )
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="ask Debezium to re-send the rows found missing or different (an incremental "
+        "snapshot of just those keys), then verify again",
+    )
+    p.add_argument(
+        "--passes", type=int, default=3, help="with --repair: most re-send rounds (default 3)"
     )
     p.set_defaults(handler=_verify)
 

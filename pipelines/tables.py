@@ -31,6 +31,7 @@ class TableRef:
     soft_delete: bool = False
     search: IndexSpec | None = None  # what of it is indexed, if anything
     database: str | None = None  # the connector's database.dbname; None: the settings' one
+    signal_table: str | None = None  # the connector's signal.data.collection
 
     def path(self, root: str) -> str:
         return f"{root.rstrip('/')}/{self.schema}/{self.name}"
@@ -76,6 +77,7 @@ def _from_connector(
                 soft_delete=name in soft,
                 search=search.get(name),
                 database=_literal(cf.config.get("database.dbname")),
+                signal_table=cf.config.get("signal.data.collection"),
             )
         )
     return refs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -20,7 +20,7 @@ from pipelines.sinks.search import SearchSink
 from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
 from pipelines.verify.diff import Differences
-from pipelines.verify.ranges import TEXT_TYPES, KeyColumn, boundaries_query, ranges
+from pipelines.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
 from pipelines.verify.sides import (
     Comparable,
     connect,
@@ -42,6 +42,14 @@ class TableCheck:
     table: str
     delta: Differences
     index: Differences | None
+    key: list[KeyColumn] = field(default_factory=list)
+
+    @property
+    def resend(self) -> list[Key]:
+        """Every key the table or its index lacks or holds otherwise, once."""
+        keys = dict.fromkeys(self.delta.resend)
+        keys.update(dict.fromkeys(self.index.resend if self.index else ()))
+        return list(keys)
 
     @property
     def equal(self) -> bool:
@@ -49,7 +57,9 @@ class TableCheck:
 
     def as_dict(self) -> dict[str, Any]:
         def part(d: Differences | None) -> dict[str, Any] | None:
-            return None if d is None else {**d.__dict__, "equal": d.equal}
+            if d is None:
+                return None
+            return {k: v for k, v in d.__dict__.items() if k != "resend"} | {"equal": d.equal}
 
         return {
             "table": self.table,
@@ -99,7 +109,9 @@ def _check(
     meta = delta.last_commit()
     types = _columns(conn, ref)
     key = [KeyColumn(k, types.get(k, "") in TEXT_TYPES) for k in (meta.key if meta else ())]
-    check = TableCheck(ref.name, Differences("delta"), Differences("index") if ref.search else None)
+    check = TableCheck(
+        ref.name, Differences("delta"), Differences("index") if ref.search else None, key
+    )
     if meta is None or not key:
         check.delta.samples.append("no Delta table (or no key recorded): nothing to compare")
         check.delta.missing = _count(conn, ref)

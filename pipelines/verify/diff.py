@@ -24,6 +24,8 @@ class Differences:
     extra: int = 0
     differing: int = 0
     samples: list[str] = field(default_factory=list)
+    # Keys whose source row the derived side lacks or holds otherwise: what a repair re-sends.
+    resend: list[Key] = field(default_factory=list, repr=False)
 
     @property
     def equal(self) -> bool:
@@ -37,10 +39,12 @@ class Differences:
         self.extra += len(extra)
         self._sample("missing", missing)
         self._sample("extra", extra)
+        self.resend += missing
         for k in sorted(source.keys() & derived.keys(), key=repr):
             if row_hash(source[k]) == row_hash(derived[k]):
                 continue
             self.differing += 1
+            self.resend.append(k)
             if self._room("differing"):
                 self.samples.append(f"differing {_key(k)}: {columns(source[k], derived[k])}")
 

@@ -41,7 +41,8 @@ def ranges(boundaries: Sequence[Key]) -> list[KeyRange]:
     return [KeyRange(lo, up) for lo, up in zip(lowers, uppers, strict=True)]
 
 
-def _ordered(key: Sequence[KeyColumn]) -> sql.Composed:
+def ordered_key(key: Sequence[KeyColumn]) -> sql.Composed:
+    """The key columns as Postgres must order them to agree with Spark (text byte-wise)."""
     return sql.SQL(", ").join(
         sql.SQL('({}::text COLLATE "C")').format(sql.Identifier(k.name))
         if k.text
@@ -56,12 +57,12 @@ def boundaries_query(table: sql.Composable, key: Sequence[KeyColumn], step: int)
     return sql.SQL(
         "SELECT {names} FROM (SELECT {names}, row_number() OVER (ORDER BY {ordered}) AS rn"
         " FROM {table}) s WHERE (rn - 1) % {step} = 0 ORDER BY {ordered}"
-    ).format(names=names, ordered=_ordered(key), table=table, step=sql.Literal(step))
+    ).format(names=names, ordered=ordered_key(key), table=table, step=sql.Literal(step))
 
 
 def source_filter(key: Sequence[KeyColumn], part: KeyRange) -> tuple[sql.Composable, list[Any]]:
     """A WHERE clause (and its parameters) selecting the range in Postgres."""
-    row = sql.SQL("({})").format(_ordered(key))
+    row = sql.SQL("({})").format(ordered_key(key))
     marks = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() * len(key)))
     clauses: list[sql.Composable] = []
     params: list[Any] = []

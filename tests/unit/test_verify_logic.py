@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 
 from psycopg import sql
@@ -72,3 +73,39 @@ def test_samples_are_bounded() -> None:
     d = Differences("delta")
     d.add({(i,): {"id": i} for i in range(100)}, {})
     assert d.missing == 100 and len(d.samples) == 10
+
+
+def test_repair_keys_run_in_source_order_and_fit_the_signal() -> None:
+    from pipelines.tables import TableRef
+    from pipelines.verify.repair import SIGNAL_DATA_MAX, Request, condition, signal_data, spans
+
+    ids = [KeyColumn("id", False)]
+    assert spans(ids, [(9,), (1,), (5,), (1,)], 2) == [((1,), (5,)), ((9,), (9,))]
+    # text keys byte-wise, as COLLATE "C" orders them: 'Z' before 'a'
+    assert spans(KEY, [(1, "a"), (1, "Z")], 1) == [((1, "Z"), (1, "a"))]
+    where = condition(ids, [((1,), (5,)), ((9,), (9,))]).as_string(None)
+    assert where == '((("id") >= (1) AND ("id") <= (5)) OR ("id") = (9))'
+    where = condition(KEY, [((1, "a"), (2, "b"))]).as_string(None)
+    assert where == (
+        """((("shop", ("sku"::text COLLATE "C")) >= (1, 'a')"""
+        """ AND ("shop", ("sku"::text COLLATE "C")) <= (2, 'b')))"""
+    )
+    ref = TableRef("public", "orders", "shop.public.orders", "shop", "shop")
+    many = Request(ref, ids, [(i * 7,) for i in range(5000)])  # too many runs for one signal
+    data = signal_data(None, [many])  # type: ignore[arg-type]
+    assert len(data) <= SIGNAL_DATA_MAX
+    doc = json.loads(data)
+    assert doc["data-collections"] == ["public.orders"]
+    (only,) = doc["additional-conditions"]
+    assert only["data-collection"] == "public.orders"
+    assert only["filter"].startswith('((("id") >= (0) AND ("id") <= (')
+
+
+def test_repair_resends_missing_and_differing_keys_not_extra_ones() -> None:
+    d = Differences("delta")
+    d.add(
+        {(1,): {"v": 1}, (2,): {"v": 2}, (3,): {"v": 3}},
+        {(2,): {"v": 2}, (3,): {"v": 0}, (4,): {"v": 4}},
+    )
+    assert sorted(d.resend) == [(1,), (3,)]
+    assert (d.missing, d.extra, d.differing) == (1, 1, 1)
