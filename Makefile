@@ -46,15 +46,16 @@ demo: up ## seed the shop, snapshot it into Delta and OpenSearch, run a workload
 	@echo 'products in stock matching "$(DEMO_SEARCH)", from the OpenSearch index:'
 	@$(CHANGELAKE) search "$(DEMO_SEARCH)" --table products --filter in_stock=true --limit 5
 
-chaos: up ## 6 rounds of 6 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop Connect inside a bulk transaction, stop OpenSearch) under load; verify after each
+chaos: up ## 6 rounds of 6 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop Connect inside a bulk transaction, stop OpenSearch) under load; verify after each; then the slow proofs (pytest -m chaos)
 	@$(CHANGELAKE) demo seed --rows $(CHAOS_ROWS)
 	@$(CHANGELAKE) chaos --rounds $(CHAOS_ROUNDS)
+	@$(BIN)/pytest -q -m chaos
 
 bench: up ## benchmark (250k customers, ~2M rows; BENCH_ROWS=1000000 for the 8.1M-row run): snapshot, stage limits, baseline, sustained step-up → .changelake/bench/
 	@$(CHANGELAKE) bench $(if $(BENCH_ROWS),--rows $(BENCH_ROWS))
 
-test: setup ## the whole suite against the real services (starts the stack if none runs)
-	@$(BIN)/pytest -q
+test: setup ## the whole suite against the real services (starts the stack if none runs); `make chaos` runs the slow proofs
+	@$(BIN)/pytest -q -m "not chaos"
 
 test-unit: setup ## only the tests that need no services
 	@$(BIN)/pytest -q -m "not stack"

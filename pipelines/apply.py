@@ -31,7 +31,9 @@ from pipelines.changelog.decode import (
     envelopes,
 )
 from pipelines.changelog.evolution import reconcile
+from pipelines.changelog.key_changes import Mark, marks_column, marks_of
 from pipelines.changelog.plan import after_truncate, latest_per_key
+from pipelines.key_change_guard import KeyChangeGuard
 from pipelines.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, ErrorsSink
 from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.tables import TableRef
@@ -49,6 +51,8 @@ class BatchStats:
     offsets: dict[str, int] = field(default_factory=dict)
     indexed: int = 0
     stale: int = 0  # documents OpenSearch already held at a newer version
+    resent: int = 0  # key updates whose new row Debezium was asked to send again
+    marks: list[Mark] = field(default_factory=list)  # the batch's key-change records
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
 
     @contextlib.contextmanager
@@ -61,11 +65,14 @@ class BatchStats:
 
 
 def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
-    """Everything the MERGE and the commit metadata need, in two small aggregations."""
+    """Everything the MERGE, the commit metadata and the key-change check need, in two small
+    aggregations."""
     stats = BatchStats()
-    for row in env.groupBy("partition").agg(F.max("offset"), F.count("*")).collect():
+    per_partition = env.groupBy("partition").agg(F.max("offset"), F.count("*"), marks_column())
+    for row in per_partition.collect():
         stats.offsets[str(row[0])] = int(row[1]) + 1
         stats.records += int(row[2])
+        stats.marks += marks_of(int(row[0]), row[3])
     if decoded.changes is not None:
         agg = decoded.changes.agg(
             F.count(F.when(F.col(OP) != "t", True)),
@@ -104,8 +111,10 @@ class TableApplier:
         run_dir: Path,
         bootstrap: str,
         search: SearchSink | None = None,
+        guard: KeyChangeGuard | None = None,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
+        self.guard = guard
         self.fetch = record_fetcher(bootstrap, table.topic)
         self.sink = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
@@ -122,7 +131,11 @@ class TableApplier:
             env.unpersist()
         self.progress(
             self.table.name,
-            {"batch": batch_id, "seconds": time.monotonic() - started, **stats.__dict__},
+            {
+                "batch": batch_id,
+                "seconds": time.monotonic() - started,
+                **{k: v for k, v in stats.__dict__.items() if k != "marks"},
+            },
         )
 
     def apply(self, env: DataFrame, batch_id: int) -> BatchStats:
@@ -163,6 +176,11 @@ class TableApplier:
             faults.pause_if("after-commit", self.table.name, self.run_dir)
             with stats.timed("index"):
                 self._index(rows, key, stats, meta, batch_id)
+            if self.guard is not None and stats.marks:
+                with stats.timed("key changes"):
+                    stats.resent = self.guard.check(
+                        stats.marks, stats.offsets, key, decoded.columns
+                    )
         with stats.timed("errors"):
             stats.errors += self._dead_letters(decoded, batch_id)
         return stats

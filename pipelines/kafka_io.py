@@ -195,3 +195,28 @@ def fetch_one(
         raise RetryableError(f"{topic} partition {partition} offset {offset} not read in time")
     finally:
         consumer.close()
+
+
+def keys_after(
+    bootstrap: str, topic: str, partition: int, offset: int, count: int, wait_s: float
+) -> list[Any]:
+    """The keys (their payloads) of up to `count` records after `offset`, as many as arrive
+    within `wait_s`; a tombstone's key counts too."""
+    consumer = _consumer(bootstrap)
+    keys: list[Any] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset + 1)])
+        deadline = time.monotonic() + wait_s
+        while len(keys) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                raise RetryableError(f"Kafka read error on {topic}: {msg.error()}")
+            record = Record(
+                str(msg.topic()), partition, int(msg.offset() or 0), _json(msg.key()), None, {}
+            )
+            keys.append(record.key_payload)
+    finally:
+        consumer.close()
+    return keys

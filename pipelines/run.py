@@ -26,6 +26,7 @@ from pipelines import kafka_io, lakefs
 from pipelines.apply import TableApplier
 from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.guards import Watch, Watched, topic_hint, topic_problem
+from pipelines.key_change_guard import KeyChangeGuard
 from pipelines.reindex import catch_up, reindex
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
@@ -107,7 +108,8 @@ class Pipeline:
         self.stopping = False
         self.next_discovery = self.next_summary = 0.0
         self.search_client = SearchClient(settings.opensearch_url, settings.search_retry_s, out)
-        self.watch = Watch(settings.kafka_bootstrap, Postgres(settings).admin_dsn)
+        self.dsn = Postgres(settings).admin_dsn
+        self.watch = Watch(settings.kafka_bootstrap, self.dsn)
         self.next_watch = 0.0
 
     # --- one table ---------------------------------------------------------------------------
@@ -213,6 +215,7 @@ class Pipeline:
             self.settings.run_dir,
             self.settings.kafka_bootstrap,
             self._search(job),
+            KeyChangeGuard(ref, self.settings.kafka_bootstrap, self.dsn, self.out),
         )
 
         def apply(batch: Any, batch_id: int) -> None:
@@ -229,6 +232,7 @@ class Pipeline:
             .options(**kafka_options(self.spark, self.settings.kafka_bootstrap, ref.topic))
             .option("startingOffsets", self._starting_offsets(job))
             .option("maxOffsetsPerTrigger", str(self.options.max_records_per_batch))
+            .option("includeHeaders", "true")  # a key update's records say so in theirs
             .load()
         )
         writer = (

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.exceptions import SchemaError
+from pipelines.changelog.key_changes import header_columns
 from pipelines.changelog.schema import CORRUPT, RowVersion, row_version
 from pipelines.changelog.types import is_placeholder
 
@@ -40,7 +41,8 @@ def envelopes(raw: DataFrame) -> DataFrame:
     """Cut each record into a version id and its payload text: small enough to cache, unlike the
     schema. Tombstones (null values) stay, so the batch's offsets are all known; decoding skips
     them: they only tell compaction to forget a deleted key, whose delete event came just before.
-    Records of any other shape keep their text for the dead letters."""
+    Records of any other shape keep their text for the dead letters; a key update's records keep
+    their key-change headers (see `key_changes`)."""
     value = F.col("value").cast("string")
     key = F.col("key").cast("string")
     head = F.substring_index(value, _MARK, 1)  # everything before the first "payload":
@@ -59,6 +61,7 @@ def envelopes(raw: DataFrame) -> DataFrame:
         F.when(shaped, payload).alias("payload_text"),
         F.when(shaped, F.xxhash64(head, key_head)).alias("version_id"),
         F.when(value.isNotNull() & ~shaped, value).alias("odd_text"),
+        *header_columns(raw),
     )
 
 

@@ -23,7 +23,10 @@ from pipelines.chaos.bulk_stop import Bulk, stop_connect_inside
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import SLOW_ACKS
 
-pytestmark = pytest.mark.stack
+pytestmark = [
+    pytest.mark.stack,
+    pytest.mark.chaos,
+]  # `make chaos`: one chaos round in `make test` covers the fault
 ROWS = 2500  # per table and per stop
 ATTEMPTS = 4  # table pairs: stops until one gracefully and one by SIGKILL resumed where 3.7 counts
 

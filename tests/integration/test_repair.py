@@ -1,6 +1,8 @@
 """`changelake verify --repair`: rows deleted from and corrupted in Delta behind the pipeline's
 back are re-sent by Debezium (an incremental snapshot of just those keys) and applied by the
-running pipeline while a workload goes on; no resnapshot."""
+running pipeline while a workload goes on; no resnapshot. And the pipeline's own re-send: a key
+update whose create never reached the topic (Connect stored the offset between the two) is
+asked for again as soon as its delete arrives alone."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import signal
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka import Producer
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
+from pipelines import kafka_io
+from pipelines.changelog.key_changes import NEW_KEY_HEADER
 from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
 
@@ -20,10 +25,11 @@ SEEDED = 400
 CHURNED = 300  # the workload touches ids 1..300; the damage is above, so only a repair mends it
 DELETED = [301, 320, 321, 322, 399]
 CORRUPTED = [305, 350, 400]
+KEY_UPDATED = 398  # the new key of a key update whose create was lost
 
 
 def test_verify_repair_resends_what_the_lake_lost_while_a_workload_runs(
-    pipeline: Callable[..., Pipeline], unique: str
+    pipeline: Callable[..., Pipeline], unique: str, bootstrap: str
 ) -> None:
     t = f"repair_{unique}"
     p = pipeline([t], churn_table(t, SEEDED), search={t: CHURN_FIELDS})
@@ -46,6 +52,22 @@ def test_verify_repair_resends_what_the_lake_lost_while_a_workload_runs(
         # the damage, and whatever the workload had changed while verify compared
         assert int(asked[1].replace(",", "")) >= len(DELETED) + len(CORRUPTED), said
         p.wait_equal(t, ["id"])
+
+        # A key update that lost its create: the lake misses the new key; its delete arrives
+        # alone (a real delete record of the topic, carrying the header of a key update).
+        lake.delete(F.col("id") == KEY_UPDATED)
+        topic = f"{p.prefix}.public.{t}"
+        gone = next(
+            r for r in kafka_io.read(bootstrap, topic) if (r.payload or {}).get("op") == "d"
+        )
+        raw_key, raw_value = kafka_io.fetch_one(bootstrap, topic, gone.partition, gone.offset)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        header = (NEW_KEY_HEADER, f'{{"id":{KEY_UPDATED}}}'.encode())
+        producer.produce(topic, key=raw_key, value=raw_value, headers=[header])
+        producer.produce(topic, key=raw_key, value=None, headers=[header])  # its tombstone
+        assert producer.flush(30) == 0
+        p.wait_equal(t, ["id"])
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=120)
+        output = proc.communicate(timeout=120)[0]
+    assert f"{t}: a key update's new row never reached the topic (id={KEY_UPDATED})" in output

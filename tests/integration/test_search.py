@@ -198,9 +198,13 @@ def test_index_catches_up_after_an_outage_and_reindexes_under_load(
         # OpenSearch stops; the next batch commits to Delta and then waits on OpenSearch.
         changelake("stack", "down", "opensearch")
         try:
-            p.sql(f"UPDATE public.{t} SET name = 'during the outage' WHERE sku = 'S1'")
-            p.sql(f"DELETE FROM public.{t} WHERE sku IN ('S2', 'S3')")
-            p.sql(f"INSERT INTO public.{t} (shop, sku, name) VALUES (9, 'S900', 'outage insert')")
+            # One transaction, so one batch: a second batch would wait for the first, which
+            # waits for OpenSearch, and never reach Delta during the outage.
+            p.sql(
+                f"UPDATE public.{t} SET name = 'during the outage' WHERE sku = 'S1';"
+                f"DELETE FROM public.{t} WHERE sku IN ('S2', 'S3');"
+                f"INSERT INTO public.{t} (shop, sku, name) VALUES (9, 'S900', 'outage insert')"
+            )
             p.wait_equal(t, KEY)  # the batch is mid-flight: Delta has it, the index cannot
         finally:
             changelake("stack", "up", "opensearch")

@@ -76,8 +76,8 @@ def test_samples_are_bounded() -> None:
 
 
 def test_repair_keys_run_in_source_order_and_fit_the_signal() -> None:
+    from pipelines.resend import SIGNAL_DATA_MAX, Request, condition, signal_data, spans
     from pipelines.tables import TableRef
-    from pipelines.verify.repair import SIGNAL_DATA_MAX, Request, condition, signal_data, spans
 
     ids = [KeyColumn("id", False)]
     assert spans(ids, [(9,), (1,), (5,), (1,)], 2) == [((1,), (5,)), ((9,), (9,))]
