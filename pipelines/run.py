@@ -24,6 +24,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import kafka_io, lakefs
 from pipelines.apply import TableApplier
+from pipelines.capture_restarts import CaptureRestarts
 from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.key_change_guard import KeyChangeGuard
@@ -111,6 +112,7 @@ class Pipeline:
         self.dsn = Postgres(settings).admin_dsn
         self.watch = Watch(settings.kafka_bootstrap, self.dsn)
         self.next_watch = 0.0
+        self.capture = CaptureRestarts(settings.connect_url, out)
 
     # --- one table ---------------------------------------------------------------------------
     def _checkpoint(self, ref: TableRef) -> str:
@@ -341,6 +343,7 @@ class Pipeline:
                 if self.stopping:
                     break
                 self._tick(job)
+            self.capture.tick(j.ref.connector for j in self.jobs.values())
             if self.options.once:
                 self._await_once()
             else:
