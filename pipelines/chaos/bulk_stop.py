@@ -29,6 +29,7 @@ from pipelines.stack import manager, process
 
 INSIDE_TIMEOUT_S = 60.0
 POLL_S = 0.05  # the window is a second or so: look often
+ROOM = 0.6  # a stop counts only in the first 60% of the COPY's WAL range
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def stop_connect_inside(
     *,
     hard: bool,
     connector: str | None = None,
-    attempts: int = 3,
+    attempts: int = 5,
 ) -> BulkStop:
     """Run bulk transactions until Connect stores an offset inside one, then stop Connect
     (SIGKILL if `hard`, else a graceful stop), start it again and say where it resumes from.
@@ -96,7 +97,7 @@ def stop_connect_inside(
     for attempt in range(attempts):
         if _wait_inside(bootstrap, since, bulk, connector):
             break
-        if attempt + 1 < attempts:  # streamed between two flushes: try a fresh transaction
+        if attempt + 1 < attempts:  # the window was missed: try a fresh transaction
             since = offsets_end(bootstrap)
             bulk = run_bulk()
     sig = signal.SIGKILL if hard else svc.stop_signal
@@ -108,8 +109,9 @@ def stop_connect_inside(
 
 
 def _wait_inside(bootstrap: str, since: dict[int, int], bulk: Bulk, connector: str | None) -> bool:
-    """Until Connect stores an offset inside `bulk`'s COPY (True), or one past it: the COPY
-    streamed between two flushes (False), or the deadline (False)."""
+    """Until Connect stores an offset inside `bulk`'s COPY with room left after it (True), or
+    one later: the COPY streamed between two flushes, or too little of it was left (False), or
+    the deadline (False)."""
     deadline = time.monotonic() + INSIDE_TIMEOUT_S
     while time.monotonic() < deadline:
         end = offsets_end(bootstrap)  # taken first: a record after it is read again, not lost
@@ -117,7 +119,10 @@ def _wait_inside(bootstrap: str, since: dict[int, int], bulk: Bulk, connector: s
             if connector not in (None, stored.connector) or stored.xid is None:
                 continue
             if bulk.shares(stored) and stored.events_at_lsn != 1:  # a resume 3.7 counts
-                return True
+                # Room left: a graceful stop still sends and commits a few hundred polled
+                # records, and a flush may land before a SIGKILL; near the COPY's end either
+                # carries the offset past it.
+                return stored.lsn < bulk.copied[0] + ROOM * (bulk.copied[1] - bulk.copied[0])
             if stored.lsn >= bulk.copied[1]:
                 return False
         since = end
