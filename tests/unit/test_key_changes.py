@@ -3,26 +3,18 @@ with a local Spark session and no services."""
 
 from __future__ import annotations
 
-import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.apply import batch_stats
 from pipelines.changelog.batch import Decoded
 from pipelines.changelog.decode import envelopes
 from pipelines.changelog.key_changes import KeyChange, Mark, unpaired
-from pipelines.settings import load_settings
-from pipelines.spark import session
 
 NEW, OLD = "__debezium.newkey", "__debezium.oldkey"
 RAW = (
     "topic string, partition int, offset long, key binary, value binary, "
     "headers array<struct<key:string, value:binary>>"
 )
-
-
-@pytest.fixture(scope="module")
-def spark() -> SparkSession:
-    return session(load_settings(), app="changelake-unit")
 
 
 def delete(offset: int, new: str = '{"id":7}') -> Mark:

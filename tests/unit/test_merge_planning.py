@@ -12,19 +12,12 @@ from pyspark.sql import types as T
 from pipelines.changelog.evolution import reconcile, widens
 from pipelines.changelog.exceptions import SchemaError
 from pipelines.changelog.plan import after_truncate, latest_per_key
-from pipelines.settings import load_settings
-from pipelines.spark import artifact_name, session
+from pipelines.spark import artifact_name
 
 COLUMNS = (
     "id int, note string, n int, _cdc_op string, _cdc_lsn long, _toasted array<string>, "
     "_kafka_partition int, _kafka_offset long"
 )
-
-
-@pytest.fixture(scope="module")
-def spark() -> SparkSession:
-    # get-or-create: shares the integration tests' session when both run in one pytest.
-    return session(load_settings(), app="changelake-unit")
 
 
 def plan(spark: SparkSession, rows: list[tuple[Any, ...]], toast: bool = False) -> dict[int, Any]:
