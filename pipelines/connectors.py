@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import pg
+from pipelines.capture_restarts import failed_tasks
 from pipelines.connect_api import ConnectApi, ConnectApiError, quote
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings
@@ -160,8 +161,10 @@ def apply(
         before = api.connector_config(cf.name)
         if before is not None and _same(before, cf):
             # A PUT of the same config still restarts the connector and its task ("connector-only
-            # config update"): capture would pause, and stop mid-transaction, for nothing.
+            # config update"): capture would pause, and stop mid-transaction, for nothing. A task
+            # that failed is restarted, though: applying the file means capture runs as it says.
             progress(f"  {cf.name:<20} unchanged from {cf.path}")
+            _restart_failed(api, cf.name, progress)
             continue
         api.put(f"/connectors/{quote(cf.name)}/config", cf.config)
         progress(f"  {cf.name:<20} {'created' if before is None else 'updated'} from {cf.path}")
@@ -197,6 +200,14 @@ def reconcile_topics(settings: Settings, cf: ConnectorFile, progress: Progress) 
             kafka_io.set_topic_config(settings.kafka_bootstrap, topic, differing)
             said = ", ".join(f"{k}={v}" for k, v in sorted(differing.items()))
             progress(f"  {topic}: set {said}")
+
+
+def _restart_failed(api: ConnectApi, name: str, progress: Progress) -> None:
+    failed = failed_tasks(api.get(f"/connectors/{quote(name)}/status"))
+    if failed:
+        api.request("POST", f"/connectors/{quote(name)}/restart?includeTasks=true&onlyFailed=true")
+        for task, why in failed:
+            progress(f"  {name:<20} task {task} was FAILED ({why}); restarted it")
 
 
 def _same(current: dict[str, str], cf: ConnectorFile) -> bool:

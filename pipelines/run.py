@@ -463,6 +463,7 @@ def run(
     if any(r.search for r in refs):  # and OpenSearch, if an index is configured
         SearchClient(settings.opensearch_url, retry_for_s=0).request("GET", "/")
     if options.once:  # "everything available" = every change committed before this command
+        CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
         for slot in sorted({r.slot for r in refs}):
             out(f"waiting until Debezium has read everything committed so far (slot {slot})")
             wait_caught_up(settings, slot)
