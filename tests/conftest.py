@@ -76,9 +76,6 @@ def capture(
                 "topic.creation.meta.include": (
                     f"{prefix}\\.transaction|__debezium-heartbeat\\.{prefix}"
                 ),
-                # A test's slot confirms WAL it does not capture (other tests', heartbeats)
-                # only at a heartbeat: every wait for capture to catch up waited for one.
-                "heartbeat.interval.ms": "1000",
                 **(overrides or {}),
             }
         )
