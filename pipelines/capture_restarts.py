@@ -43,6 +43,11 @@ def failed_tasks(status: dict[str, object]) -> list[tuple[int, str]]:
     return found
 
 
+def restart_failed(api: ConnectApi, name: str) -> None:
+    """Ask Connect to restart the connector's FAILED tasks (and only those)."""
+    api.request("POST", f"/connectors/{quote(name)}/restart?includeTasks=true&onlyFailed=true")
+
+
 class CaptureRestarts:
     def __init__(self, connect_url: str, out: Out, clock: Callable[[], float] = time.monotonic):
         self.api, self.out, self.clock = ConnectApi(connect_url, timeout_s=10.0), out, clock
@@ -77,9 +82,7 @@ class CaptureRestarts:
         if past.count and now - past.last < wait:
             return
         past.count, past.last = past.count + 1, now
-        self.api.request(
-            "POST", f"/connectors/{quote(name)}/restart?includeTasks=true&onlyFailed=true"
-        )
+        restart_failed(self.api, name)
         for task, why in failed:
             self.out(
                 f"connector {name}: task {task} FAILED ({why}); restarted it"

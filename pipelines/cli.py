@@ -96,12 +96,12 @@ def _names(text: str | None) -> list[str]:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines import run, tables
+    from pipelines import run_command, run_state, tables
 
     if args.master:
         settings = dataclasses.replace(settings, spark_master=args.master)
     refs = tables.captured(settings, _names(args.tables) or None)
-    options = run.RunOptions(
+    options = run_state.RunOptions(
         once=args.once,
         resnapshot=tuple(_names(args.resnapshot)),
         trigger_seconds=args.trigger_seconds,
@@ -112,7 +112,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     def discover() -> list[tables.TableRef]:  # tables added to the connector files later
         return tables.captured(settings, _names(args.tables) or None)
 
-    return run.run(settings, refs, options, discover=discover)
+    return run_command.run(settings, refs, options, discover=discover)
 
 
 def _query(args: argparse.Namespace, settings: Settings) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import pg
-from pipelines.capture_restarts import failed_tasks
+from pipelines.capture_restarts import failed_tasks, restart_failed
 from pipelines.connect_api import ConnectApi, ConnectApiError, quote
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings
@@ -205,7 +205,7 @@ def reconcile_topics(settings: Settings, cf: ConnectorFile, progress: Progress) 
 def _restart_failed(api: ConnectApi, name: str, progress: Progress) -> None:
     failed = failed_tasks(api.get(f"/connectors/{quote(name)}/status"))
     if failed:
-        api.request("POST", f"/connectors/{quote(name)}/restart?includeTasks=true&onlyFailed=true")
+        restart_failed(api, name)
         for task, why in failed:
             progress(f"  {name:<20} task {task} was FAILED ({why}); restarted it")
 

@@ -11,24 +11,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
 
-from pipelines import kafka_io, lakefs
+from pipelines import lakefs
 from pipelines.apply import TableApplier
 from pipelines.capture_restarts import CaptureRestarts
 from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.key_change_guard import KeyChangeGuard
 from pipelines.reindex import catch_up, reindex
+from pipelines.run_state import RunOptions, TableJob
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
@@ -36,8 +33,8 @@ from pipelines.sinks.search import SearchSink
 from pipelines.snapshot import snapshot
 from pipelines.spark import kafka_options
 from pipelines.stack.postgres import Postgres
+from pipelines.streaming_failure import cause
 from pipelines.tables import TableRef
-from pipelines.topics import wait_caught_up
 
 Out = Callable[[str], None]
 RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault
@@ -46,47 +43,7 @@ SUMMARY_EVERY_S = 60.0  # how often a streaming run prints where every table sta
 Discover = Callable[[], list[TableRef]]
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    once: bool = False
-    resnapshot: tuple[str, ...] = ()
-    trigger_seconds: float = 2.0
-    max_records_per_batch: int = 50_000
-
-
-@dataclass
-class TableJob:
-    ref: TableRef
-    state: str = "pending"  # pending, snapshotting, waiting, running, done, stopped
-    error: str | None = None
-    query: StreamingQuery | None = None
-    failures: int = 0
-    offsets: dict[str, int] = field(default_factory=dict)  # applied: the next offset to read
-    retry_at: float = 0.0
-    snapshotted: bool = False  # its index is rebuilt before the stream starts
-    batches: int = 0
-    changes: int = 0
-    errors: int = 0
-    stats: dict[str, Any] = field(default_factory=dict)
-
-
 ONCE_ATTEMPTS = 3  # a --once run gives a failing table this many tries, then reports it
-_CAUSE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
-_WRAPPERS = ("py4j.", "org.apache.spark.sql.execution.streaming.", "java.util.concurrent.")
-_WRAPPER_NAMES = ("StreamingQueryException", "ForeachBatchUserFuncException")
-
-
-def cause(failure: str) -> str:
-    """The innermost real error in a streaming failure's text (Spark wraps the Python traceback
-    of foreachBatch in several layers of its own)."""
-    found = [
-        m
-        for line in failure.splitlines()
-        if (m := _CAUSE.match(line.strip())) and not m.group(1).startswith(_WRAPPERS)
-    ]
-    if found:
-        return f"{found[-1].group(1)}: {found[-1].group(2)}"[:500]
-    return failure.strip().splitlines()[0][:500] if failure.strip() else "unknown failure"
 
 
 def lsn_text(lsn: int) -> str:
@@ -436,44 +393,3 @@ class Pipeline:
                 f"{job.errors} errors"
             )
         return 1 if any(j.state == "stopped" for j in self.jobs.values()) else 0
-
-
-def install_signal_handlers(pipeline: Pipeline) -> None:
-    def request_stop(signum: int, _frame: Any) -> None:
-        if not pipeline.stopping:
-            pipeline.out(
-                f"{signal.Signals(signum).name}: stopping after abandoning any batch in flight"
-            )
-        pipeline.stopping = True
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
-
-
-def run(
-    settings: Settings,
-    refs: list[TableRef],
-    options: RunOptions,
-    out: Out = print,
-    discover: Discover | None = None,
-) -> int:
-    from pipelines.spark import session
-
-    kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
-    if any(r.search for r in refs):  # and OpenSearch, if an index is configured
-        SearchClient(settings.opensearch_url, retry_for_s=0).request("GET", "/")
-    if options.once:  # "everything available" = every change committed before this command
-        CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
-        for slot in sorted({r.slot for r in refs}):
-            out(f"waiting until Debezium has read everything committed so far (slot {slot})")
-            wait_caught_up(settings, slot)
-    spark = session(settings)
-    lakefs.ensure_writable(spark, settings.lake, "lake")
-    lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
-    pipeline = Pipeline(spark, settings, refs, options, out, discover)
-    install_signal_handlers(pipeline)
-    out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
-    try:
-        return pipeline.run()
-    finally:
-        spark.stop()

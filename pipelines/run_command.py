@@ -1,0 +1,57 @@
+"""`changelake run` as a command: check the services it needs, wait for capture under --once,
+open the Spark session, run the pipeline until it ends or a signal stops it."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from pipelines import kafka_io, lakefs
+from pipelines.capture_restarts import CaptureRestarts
+from pipelines.run import Discover, Out, Pipeline
+from pipelines.run_state import RunOptions
+from pipelines.search.client import SearchClient
+from pipelines.settings import Settings
+from pipelines.tables import TableRef
+from pipelines.topics import wait_caught_up
+
+
+def install_signal_handlers(pipeline: Pipeline) -> None:
+    def request_stop(signum: int, _frame: Any) -> None:
+        if not pipeline.stopping:
+            pipeline.out(
+                f"{signal.Signals(signum).name}: stopping after abandoning any batch in flight"
+            )
+        pipeline.stopping = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+
+def run(
+    settings: Settings,
+    refs: list[TableRef],
+    options: RunOptions,
+    out: Out = print,
+    discover: Discover | None = None,
+) -> int:
+    from pipelines.spark import session
+
+    kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
+    if any(r.search for r in refs):  # and OpenSearch, if an index is configured
+        SearchClient(settings.opensearch_url, retry_for_s=0).request("GET", "/")
+    if options.once:  # "everything available" = every change committed before this command
+        CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
+        for slot in sorted({r.slot for r in refs}):
+            out(f"waiting until Debezium has read everything committed so far (slot {slot})")
+            wait_caught_up(settings, slot)
+    spark = session(settings)
+    lakefs.ensure_writable(spark, settings.lake, "lake")
+    lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
+    pipeline = Pipeline(spark, settings, refs, options, out, discover)
+    install_signal_handlers(pipeline)
+    out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
+    try:
+        return pipeline.run()
+    finally:
+        spark.stop()
