@@ -173,7 +173,7 @@ def _reindex(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.reindex import reindex
     from pipelines.search.client import SearchClient
     from pipelines.sinks.search import SearchSink
-    from pipelines.spark import session
+    from pipelines.spark import owned_session
 
     (ref,) = tables.captured(settings, [args.table])
     if ref.search is None:
@@ -183,12 +183,9 @@ def _reindex(args: argparse.Namespace, settings: Settings) -> int:
         )
     client = SearchClient(settings.opensearch_url, say=print)
     client.request("GET", "/")  # name OpenSearch now, before Spark starts, if it is down
-    spark = session(settings, app="changelake-reindex")
-    try:
+    with owned_session(settings, app="changelake-reindex") as spark:
         sink = SearchSink(client, ref.search, ref.topic, print)
         done = reindex(spark, ref, settings.lake, sink, print)
-    finally:
-        spark.stop()
     print(
         f"{ref.name}: {done.docs:,} documents in {done.index} ({done.seconds:.1f}s, "
         f"{done.docs / max(done.seconds, 1e-9):,.0f} docs/s); {done.caught_up:,} changes made "
@@ -207,20 +204,17 @@ def _reachable(settings: Settings) -> None:
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines import tables
-    from pipelines.spark import session
+    from pipelines.spark import owned_session
     from pipelines.verify.command import print_report
     from pipelines.verify.repair import verify_repairing
 
     refs = tables.captured(settings, _names(",".join(args.tables)) or None)
     say = (lambda text: print(text, file=sys.stderr)) if args.json else print
     _reachable(settings)  # before the Spark session: a service down is named in a second
-    spark = session(settings, app="changelake-verify")
-    spark.sparkContext.setLogLevel("FATAL")
-    try:
+    with owned_session(settings, app="changelake-verify") as spark:
+        spark.sparkContext.setLogLevel("FATAL")
         passes = args.passes if args.repair else 0
         checks = verify_repairing(settings, spark, refs, say, args.timeout, args.range_rows, passes)
-    finally:
-        spark.stop()
     equal = all(c.equal for c in checks)
     if args.json:
         doc = {"equal": equal, "tables": [c.as_dict() for c in checks]}

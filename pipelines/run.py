@@ -295,18 +295,20 @@ class Pipeline:
     def run(self) -> int:
         self.started_at = datetime.now(UTC).isoformat()
         self._write_state()
-        while not self._finished():
-            for job in list(self.jobs.values()):
-                if self.stopping:
-                    break
-                self._tick(job)
-            self.capture.tick(j.ref.connector for j in self.jobs.values())
-            if self.options.once:
-                self._await_once()
-            else:
-                self._periodic()
-            time.sleep(0.2)
-        self._stop_all()
+        try:
+            while not self._finished():
+                for job in list(self.jobs.values()):
+                    if self.stopping:
+                        break
+                    self._tick(job)
+                self.capture.tick(j.ref.connector for j in self.jobs.values())
+                if self.options.once:
+                    self._await_once()
+                else:
+                    self._periodic()
+                time.sleep(0.2)
+        finally:  # an error leaves no query running in a session the caller may keep
+            self._stop_all()
         return self._report()
 
     def _periodic(self) -> None:

@@ -4,6 +4,8 @@ open the Spark session, run the pipeline until it ends or a signal stops it."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pipelines import kafka_io, lakefs
@@ -16,7 +18,11 @@ from pipelines.tables import TableRef
 from pipelines.topics import wait_caught_up
 
 
-def install_signal_handlers(pipeline: Pipeline) -> None:
+@contextmanager
+def stop_on_signals(pipeline: Pipeline) -> Iterator[None]:
+    """SIGINT and SIGTERM stop the pipeline between batches; the caller's handlers come back
+    when it ends (a caller running it in-process keeps its own Ctrl-C)."""
+
     def request_stop(signum: int, _frame: Any) -> None:
         if not pipeline.stopping:
             pipeline.out(
@@ -24,8 +30,12 @@ def install_signal_handlers(pipeline: Pipeline) -> None:
             )
         pipeline.stopping = True
 
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    before = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def run(
@@ -35,7 +45,7 @@ def run(
     out: Out = print,
     discover: Discover | None = None,
 ) -> int:
-    from pipelines.spark import session
+    from pipelines.spark import owned_session
 
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
     if any(r.search for r in refs):  # and OpenSearch, if an index is configured
@@ -45,13 +55,10 @@ def run(
         for slot in sorted({r.slot for r in refs}):
             out(f"waiting until Debezium has read everything committed so far (slot {slot})")
             wait_caught_up(settings, slot)
-    spark = session(settings)
-    lakefs.ensure_writable(spark, settings.lake, "lake")
-    lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
-    pipeline = Pipeline(spark, settings, refs, options, out, discover)
-    install_signal_handlers(pipeline)
-    out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
-    try:
-        return pipeline.run()
-    finally:
-        spark.stop()
+    with owned_session(settings) as spark:
+        lakefs.ensure_writable(spark, settings.lake, "lake")
+        lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
+        pipeline = Pipeline(spark, settings, refs, options, out, discover)
+        out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
+        with stop_on_signals(pipeline):
+            return pipeline.run()

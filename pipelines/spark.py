@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,6 +89,23 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def owned_session(
+    settings: Settings, app: str = "changelake", ui: bool = False
+) -> Iterator[SparkSession]:
+    """A command's session, stopped when the command ends, unless the caller already had one
+    (a notebook, the test suite): that session is theirs to stop, and stays usable."""
+    from pyspark.sql import SparkSession
+
+    had = SparkSession.getActiveSession() is not None
+    spark = session(settings, app, ui)
+    try:
+        yield spark
+    finally:
+        if not had:
+            spark.stop()
 
 
 def kafka_options(spark: SparkSession, bootstrap: str, topic: str) -> dict[str, str]:

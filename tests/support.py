@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -27,6 +29,36 @@ def changelake(
         env=env if env is not None else dict(os.environ),
     )
     if check and result.returncode != 0:
+        raise AssertionError(
+            f"changelake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+def changelake_here(
+    *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The same command line, run in this process: its Spark work goes to the suite's one warm
+    session instead of a new JVM (a `run --once` of a small table: ~40 s as a process, a few
+    seconds here). For what needs a process of its own (killed runs, exit paths), use changelake.
+    """
+    from pipelines import cli
+
+    saved = dict(os.environ)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(list(args))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    result = subprocess.CompletedProcess(
+        ["changelake", *args], code, out.getvalue(), err.getvalue()
+    )
+    if check and code != 0:
         raise AssertionError(
             f"changelake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
         )

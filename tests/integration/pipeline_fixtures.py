@@ -21,7 +21,7 @@ from pipelines.settings import Settings
 from pipelines.spark import session
 from pipelines.topics import wait_caught_up
 from tests.compare import assert_same
-from tests.support import CLI, ROOT, changelake, wait_for
+from tests.support import CLI, ROOT, changelake_here, wait_for
 
 SIGNAL_TABLE = "changelake.debezium_signal"
 
@@ -72,20 +72,11 @@ class Pipeline:
 
     def run_once(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         self.caught_up()
-        result = subprocess.run(
-            [*CLI, "run", "--once", *args],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=self.env,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"changelake run failed:\n{result.stdout}\n{result.stderr}")
-        return result
+        return self.cli("run", "--once", *args, check=check)
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return changelake(*args, check=check, env=self.env)
+        """This pipeline's command, in-process on the suite's Spark session."""
+        return changelake_here(*args, check=check, env=self.env)
 
     def start(
         self, *args: str, fault: str | None = None, env_extra: dict[str, str] | None = None
