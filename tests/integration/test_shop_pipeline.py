@@ -13,7 +13,7 @@ from pipelines.demo.load import run_load
 from pipelines.demo.seed import seed
 from pipelines.settings import Settings
 from tests.compare import assert_same
-from tests.support import changelake
+from tests.support import changelake, changelake_here
 
 pytestmark = pytest.mark.stack
 KEYS = {
@@ -41,12 +41,12 @@ def test_shop_snapshot_and_demo_load(
     }
     seed(admin_dsn, 300, progress=lambda _: None)
 
-    snapshot = changelake("run", "--once", env=env)
+    snapshot = changelake("run", "--once", env=env)  # the command as its own process, once
     assert "customers: snapshot" in snapshot.stdout, snapshot.stdout
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
 
     load = run_load(admin_dsn, rate=40, seconds=8, progress=lambda _: None)
     assert load.transactions > 100
-    applied = changelake("run", "--once", env=env)
+    applied = changelake_here("run", "--once", env=env)
     assert "changes from" in applied.stdout, applied.stdout
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
