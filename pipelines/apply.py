@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pipelines import faults, kafka_io
 from pipelines.changelog.batch import Decoded, decode_batch
@@ -25,9 +26,11 @@ from pipelines.changelog.decode import (
     OFFSET,
     OP,
     PARTITION,
+    REASON,
     SOURCE_TS,
     TOASTED,
     Fetch,
+    Version,
     envelopes,
 )
 from pipelines.changelog.evolution import reconcile
@@ -43,7 +46,8 @@ from pipelines.tables import TableRef
 class BatchStats:
     records: int = 0
     changes: int = 0
-    errors: int = 0
+    errors: int = 0  # dead letters written, and documents OpenSearch rejected
+    bad: int = 0  # records that cannot be applied (malformed, or failing their type checks)
     truncate_lsn: int | None = None
     toasted: int = 0
     max_lsn: int = 0
@@ -64,28 +68,45 @@ class BatchStats:
             self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - started
 
 
-def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
-    """Everything the MERGE, the commit metadata and the key-change check need, in two small
-    aggregations."""
+def record_stats(env: DataFrame) -> BatchStats:
+    """What the records say before decoding: offsets, counts, key-change marks, and how many are
+    not even an envelope; one small aggregation (an empty batch ends here)."""
     stats = BatchStats()
-    per_partition = env.groupBy("partition").agg(F.max("offset"), F.count("*"), marks_column())
+    per_partition = env.groupBy("partition").agg(
+        F.max("offset"), F.count("*"), marks_column(), F.count("odd_text")
+    )
     for row in per_partition.collect():
         stats.offsets[str(row[0])] = int(row[1]) + 1
         stats.records += int(row[2])
         stats.marks += marks_of(int(row[0]), row[3])
-    if decoded.changes is not None:
-        agg = decoded.changes.agg(
-            F.count(F.when(F.col(OP) != "t", True)),
-            F.max(F.when(F.col(OP) == "t", F.col(LSN))),
-            F.count(F.when(F.size(TOASTED) > 0, True)),
-            F.max(LSN),
-            F.date_format(F.max(SOURCE_TS), "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"),
-        ).first()
-        assert agg is not None
-        stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
-        stats.max_lsn = int(agg[3] or 0)
-        stats.max_source_ts = agg[4]  # ISO 8601 in UTC (the session's zone)
+        stats.bad += int(row[4])
     return stats
+
+
+def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
+    """Everything the MERGE, the commit metadata and the dead letters need from the decoded
+    rows, in one aggregation over the cached rows (good and bad alike)."""
+    if decoded.rows is None:
+        return stats
+    good = F.col(REASON).isNull()
+    agg = decoded.rows.agg(
+        F.count(F.when(good & (F.col(OP) != "t"), True)),
+        F.max(F.when(good & (F.col(OP) == "t"), F.col(LSN))),
+        F.count(F.when(good & (F.size(TOASTED) > 0), True)),
+        F.max(F.when(good, F.col(LSN))),
+        F.date_format(F.max(F.when(good, F.col(SOURCE_TS))), "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"),
+        F.count(F.when(~good, True)),
+    ).first()
+    assert agg is not None
+    stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
+    stats.max_lsn = int(agg[3] or 0)
+    stats.max_source_ts = agg[4]  # ISO 8601 in UTC (the session's zone)
+    stats.bad += int(agg[5])
+    return stats
+
+
+def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
+    return add_change_stats(record_stats(env), decoded)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -119,14 +140,20 @@ class TableApplier:
         self.sink = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
         self.search = search
+        # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last
+        # commit (this applier makes every later one), the table's columns, the schema versions.
+        self.previous: CommitMeta | None = None
+        self.columns: T.StructType | None = None  # None: not read yet, or the table is changing
+        self.known: dict[int, Version] = {}
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
-        if raw.isEmpty():  # availableNow runs one batch even when nothing is new
-            return
         started = time.monotonic()
         env = envelopes(raw).persist()
         try:
-            stats = self.apply(env, batch_id)
+            stats = record_stats(env)
+            if not stats.records:  # availableNow runs one batch even when nothing is new
+                return
+            stats = self.apply(env, batch_id, stats)
         finally:
             env.unpersist()
         self.progress(
@@ -138,20 +165,22 @@ class TableApplier:
             },
         )
 
-    def apply(self, env: DataFrame, batch_id: int) -> BatchStats:
-        decoded = decode_batch(env, self.table.name, self.table.placeholder, self.fetch)
+    def apply(self, env: DataFrame, batch_id: int, stats: BatchStats) -> BatchStats:
+        started = time.monotonic()
+        decoded = decode_batch(env, self.table.name, self.table.placeholder, self.fetch, self.known)
         decoded.persist()
         try:
-            return self._apply(env, decoded, batch_id)
+            add_change_stats(stats, decoded)
+            stats.phases["decode"] = time.monotonic() - started
+            return self._apply(decoded, batch_id, stats)
         finally:
             decoded.unpersist()
 
-    def _apply(self, env: DataFrame, decoded: Decoded, batch_id: int) -> BatchStats:
-        started = time.monotonic()
-        stats = batch_stats(env, decoded)
-        stats.phases["decode"] = time.monotonic() - started
+    def _apply(self, decoded: Decoded, batch_id: int, stats: BatchStats) -> BatchStats:
         with stats.timed("prepare"):
-            previous = self.sink.last_commit()
+            if self.previous is None:
+                self.previous = self.sink.last_commit()
+            previous = self.previous
         key = decoded.key or (previous.key if previous else ())
         if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
             with stats.timed("prepare"):
@@ -173,6 +202,7 @@ class TableApplier:
                     self.app_id,
                     batch_id,
                 )
+            self.previous = meta
             faults.pause_if("after-commit", self.table.name, self.run_dir)
             with stats.timed("index"):
                 self._index(rows, key, stats, meta, batch_id)
@@ -182,7 +212,7 @@ class TableApplier:
                         stats.marks, stats.offsets, key, decoded.columns
                     )
         with stats.timed("errors"):
-            stats.errors += self._dead_letters(decoded, batch_id)
+            stats.errors += self._dead_letters(decoded, batch_id, stats.bad)
         return stats
 
     def _index(
@@ -211,21 +241,24 @@ class TableApplier:
 
     def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
         """Create the table on its first change, or bring its columns up to the events'."""
-        if not self.sink.exists():
+        if self.columns is None and not self.sink.exists():
             empty = decoded.changes.limit(0) if decoded.changes is not None else None
             assert empty is not None
             columns = [F.col(f.name) for f in decoded.columns.fields]
             meta = CommitMeta("create", self.table.topic, {}, 0, None, key)
             self.sink.create(empty.select(*columns, *META_COLUMNS), meta)
             return
+        if self.columns is None:
+            self.columns = self.sink.data_schema()
         evolution = reconcile(
             self.table.name,
-            self.sink.data_schema(),
+            self.columns,
             decoded.columns,
             previous.key if previous else (),
             key,
         )
         if not evolution.empty:
+            self.columns = None  # read back after the change, as Delta stored it
             self.sink.evolve(evolution)
 
     def _meta(
@@ -241,8 +274,7 @@ class TableApplier:
             "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes
         )
 
-    def _dead_letters(self, decoded: Decoded, batch_id: int) -> int:
-        count = decoded.errors.count()
-        if count:
+    def _dead_letters(self, decoded: Decoded, batch_id: int, bad: int) -> int:
+        if bad:  # counted in the batch's aggregations: no job when there are none
             self.errors.write(decoded.errors, f"{self.app_id}/errors", batch_id)
-        return count
+        return bad

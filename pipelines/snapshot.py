@@ -128,7 +128,7 @@ def _append(env: DataFrame, decoded: Decoded, target: _Target) -> SnapshotResult
         count = rows.count()
     finally:
         rows.unpersist()
-    bad = decoded.errors.count()
+    bad = stats.bad  # counted in batch_stats: no extra job
     if bad:
         ErrorsSink(f"{lake.rstrip('/')}/_errors").write(
             decoded.errors, f"{app_id}/snapshot-errors", 0

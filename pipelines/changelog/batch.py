@@ -69,17 +69,27 @@ def _key(table: str, rows: Sequence[Version]) -> tuple[str, ...]:
     return keys.pop() if keys else ()
 
 
-def decode_batch(env: DataFrame, table: str, placeholder: str, fetch: Fetch) -> Decoded:
+def decode_batch(
+    env: DataFrame,
+    table: str,
+    placeholder: str,
+    fetch: Fetch,
+    known: dict[int, Version] | None = None,
+) -> Decoded:
+    """`known`: the schema versions a stream has already parsed, by version id (kept by the
+    caller across batches)."""
     try:
-        return _decode_batch(env, table, placeholder, fetch)
+        return _decode_batch(env, table, placeholder, fetch, known)
     except SchemaError as exc:
         if exc.message.startswith("table "):
             raise
         raise SchemaError(f"table {table}, {exc.message}", exc.hint) from exc
 
 
-def _decode_batch(env: DataFrame, table: str, placeholder: str, fetch: Fetch) -> Decoded:
-    found = versions(env, fetch)
+def _decode_batch(
+    env: DataFrame, table: str, placeholder: str, fetch: Fetch, known: dict[int, Version] | None
+) -> Decoded:
+    found = versions(env, fetch, known)
     rows = [v for v in found if not v.row.truncate]
     columns = _widest(table, rows or found)
     key = _key(table, rows)

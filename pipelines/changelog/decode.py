@@ -107,10 +107,14 @@ def _head(raw: bytes | None) -> str | None:
     return text.split(_MARK, 1)[0] if text.startswith(_HEAD) and _MARK in text else None
 
 
-def versions(env: DataFrame, fetch: Fetch) -> list[Version]:
+def versions(
+    env: DataFrame, fetch: Fetch, known: dict[int, Version] | None = None
+) -> list[Version]:
     """The distinct schema versions in a batch (usually one; two around a DDL change). Grouped by
-    a hash, so no schema text is carried per record; the first record of each version is read
-    again from Kafka and its schema parsed here."""
+    a hash, so no schema text is carried per record; the first record of a version not in `known`
+    is read again from Kafka and its schema parsed here (and added to `known`, so a stream
+    fetches each version once, not once per batch)."""
+    known = {} if known is None else known
     firsts = (
         env.where(F.col("version_id").isNotNull())
         .groupBy("version_id")
@@ -119,12 +123,16 @@ def versions(env: DataFrame, fetch: Fetch) -> list[Version]:
     )
     found = []
     for vid, first in firsts:
+        if int(vid) in known:
+            found.append(known[int(vid)])
+            continue
         key, value = fetch(int(first["partition"]), int(first["offset"]))
         head, key_head = _head(value), _head(key)
         if head is None:
             raise SchemaError(f"record at offset {first['offset']} changed while being read")
         schemas = (_schema_text(head), _schema_text(key_head) if key_head else None)
-        found.append(Version(int(vid), head, row_version(*schemas)))
+        known[int(vid)] = Version(int(vid), head, row_version(*schemas))
+        found.append(known[int(vid)])
     return found
 
 
