@@ -54,7 +54,7 @@ def _print_stack_status(report: dict[str, Any]) -> None:
 
 
 def _connectors(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines import connectors
+    from pipelines.capture import connectors
 
     if args.action == "apply":
         files = [Path(f) for f in args.files] or connectors.default_files(settings)
@@ -85,7 +85,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _topics(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines import topics
+    from pipelines.capture import topics
 
     topics.show(settings, prefix=args.prefix, sample=args.sample, wait=args.wait)
     return 0
@@ -96,7 +96,8 @@ def _names(text: str | None) -> list[str]:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines import run_command, run_state, tables
+    from pipelines import tables
+    from pipelines.apply import run_command, run_state
 
     if args.master:
         settings = dataclasses.replace(settings, spark_master=args.master)
@@ -116,7 +117,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _query(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines import query
+    from pipelines.read import query
 
     columns, rows = query.run_query(settings, args.sql)
     if args.json:
@@ -129,7 +130,7 @@ def _query(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _status(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines import status
+    from pipelines.read import status
     from pipelines.spark import session
 
     spark = session(settings, app="changelake-status")
@@ -170,7 +171,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
 
 def _reindex(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines import tables
-    from pipelines.reindex import reindex
+    from pipelines.read.reindex import reindex
     from pipelines.search.client import SearchClient
     from pipelines.sinks.search import SearchSink
     from pipelines.spark import owned_session
@@ -204,9 +205,9 @@ def _reachable(settings: Settings) -> None:
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines import tables
+    from pipelines.read.verify.command import print_report
+    from pipelines.read.verify.repair import verify_repairing
     from pipelines.spark import owned_session
-    from pipelines.verify.command import print_report
-    from pipelines.verify.repair import verify_repairing
 
     refs = tables.captured(settings, _names(",".join(args.tables)) or None)
     say = (lambda text: print(text, file=sys.stderr)) if args.json else print

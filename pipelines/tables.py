@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines import connectors, jsonfile
+from pipelines import jsonfile
+from pipelines.capture import connectors
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER
 from pipelines.exceptions import ConfigError
 from pipelines.search.config import IndexSpec, config_path, load_specs

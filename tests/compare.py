@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.verify.canonical import Float4Loader as _Float4Loader
-from pipelines.verify.canonical import as_number, canonical
+from pipelines.read.verify.canonical import Float4Loader as _Float4Loader
+from pipelines.read.verify.canonical import as_number, canonical
 
 META = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from pipelines import connectors, kafka_io
+from pipelines import kafka_io
+from pipelines.capture import connectors
 from pipelines.settings import Settings, load_settings
 from tests.support import changelake
 

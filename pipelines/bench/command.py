@@ -26,8 +26,8 @@ from pipelines.bench.visibility import (
     table_shape,
     topic_changes,
 )
+from pipelines.capture.connectors import apply as apply_connectors
 from pipelines.chaos.pipeline_process import PipelineProcess
-from pipelines.connectors import apply as apply_connectors
 from pipelines.demo.load import run_load
 from pipelines.demo.seed import seed
 from pipelines.search.client import SearchClient

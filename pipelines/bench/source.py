@@ -10,8 +10,9 @@ from pathlib import Path
 
 import psycopg
 
-from pipelines import connectors, kafka_io
-from pipelines.connect_api import ConnectApi
+from pipelines import kafka_io
+from pipelines.capture import connectors
+from pipelines.capture.connect_api import ConnectApi
 from pipelines.settings import Settings
 from pipelines.stack.postgres import Postgres
 

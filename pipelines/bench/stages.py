@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pipelines import kafka_io
-from pipelines.connect_api import ConnectApi, quote
+from pipelines.capture.connect_api import ConnectApi, quote
 
 # pgoutput message types that carry a row: Insert, Update, Delete
 ROW_MESSAGES = (ord("I"), ord("U"), ord("D"))

@@ -9,7 +9,7 @@ unless it is asked for again.
 
 This module finds such deletes in a batch: the create follows its delete within two offsets,
 so a delete whose next records are in the batch and hold no create lost it; one at the batch's
-end is decided by reading on in the topic (see `pipelines.key_change_guard`).
+end is decided by reading on in the topic (see `pipelines.apply.key_change_guard`).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipelines import connectors
-from pipelines.connect_offsets import XID_MODULUS, StoredOffset, offsets_end, stored_offsets
+from pipelines.capture import connectors
+from pipelines.capture.connect_offsets import XID_MODULUS, StoredOffset, offsets_end, stored_offsets
 from pipelines.settings import Settings
 from pipelines.stack import manager, process
 

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipelines import connectors
+from pipelines.capture import connectors
 from pipelines.chaos.bulk_stop import stop_connect_inside
 from pipelines.chaos.pipeline_process import PipelineProcess
 from pipelines.chaos.workload import Workload

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
+from pipelines.capture.topics import wait_caught_up
 from pipelines.settings import Settings
 from pipelines.spark import session
-from pipelines.topics import wait_caught_up
 from tests.compare import assert_same
 from tests.support import CLI, ROOT, changelake_here, wait_for
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pipelines import kafka_io
-from pipelines.connect_api import ConnectApi
+from pipelines.capture.connect_api import ConnectApi
 from pipelines.settings import Settings
 from pipelines.stack.connect import CONFIG_TOPIC
 from tests.support import changelake

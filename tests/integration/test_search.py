@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from pipelines import kafka_io
-from pipelines.apply import TableApplier
+from pipelines.apply.batch import TableApplier
 from pipelines.search.client import SearchClient
 from pipelines.search.config import load_specs
 from pipelines.settings import Settings

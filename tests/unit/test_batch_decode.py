@@ -7,7 +7,7 @@ import json
 
 from pyspark.sql import SparkSession
 
-from pipelines.apply import batch_stats
+from pipelines.apply.batch import batch_stats
 from pipelines.changelog.batch import decode_batch
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER, Version, envelopes
 

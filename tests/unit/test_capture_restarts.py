@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.capture_restarts import failed_tasks
+from pipelines.capture.capture_restarts import failed_tasks
 
 TRACE = """io.debezium.DebeziumException: Failed to create TypeRegistry
 \tat io.debezium.connector.postgresql.PostgresConnectorTask.start(PostgresConnectorTask.java:125)

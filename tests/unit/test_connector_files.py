@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines import connectors
+from pipelines.capture import connectors
 from pipelines.settings import load_settings
 
 

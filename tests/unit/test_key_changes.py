@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from pipelines.apply import batch_stats
+from pipelines.apply.batch import batch_stats
 from pipelines.changelog.batch import Decoded
 from pipelines.changelog.decode import envelopes
 from pipelines.changelog.key_changes import KeyChange, Mark, unpaired

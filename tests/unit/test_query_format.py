@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from pyspark.sql import Row
 
-from pipelines.query import format_csv, format_json, format_table, spark_message, text_width
+from pipelines.read.query import format_csv, format_json, format_table, spark_message, text_width
 
 COLUMNS = ["id", "total", "note"]
 ROWS = [(1, Decimal("-0.10"), "a"), (22, None, None)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.streaming_failure import cause
+from pipelines.apply.streaming_failure import cause
 
 SPARK_FAILURE = """[STREAM_FAILED] Query [id = 1] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink. Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
   File "/x/py4j/clientserver.py", line 644, in _call_proxy

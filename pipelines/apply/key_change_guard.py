@@ -1,6 +1,6 @@
 """The running pipeline's answer to a key update whose new row Debezium never sent
 (`pipelines.changelog.key_changes` says how that happens): it asks Debezium to re-send that key
-through an incremental snapshot (`pipelines.resend`), as `verify --repair` would, so the row
+through an incremental snapshot (`pipelines.capture.resend`), as `verify --repair` would, so the row
 arrives through the log and the LSN guard applies it. Asking for a key that did arrive after
 all re-sends one row nobody needed; never asking loses it for good, so a doubt resolves to ask.
 """
@@ -13,11 +13,11 @@ import psycopg
 from pyspark.sql import types as T
 
 from pipelines import kafka_io
+from pipelines.capture.resend import Request, send
 from pipelines.changelog.key_changes import FOLLOWS_WITHIN, KeyChange, Mark, unpaired
 from pipelines.exceptions import RetryableError
-from pipelines.resend import Request, send
+from pipelines.read.verify.ranges import KeyColumn
 from pipelines.tables import TableRef
-from pipelines.verify.ranges import KeyColumn
 
 # How long a delete at a batch's end waits for its create: Debezium sends them together, so
 # only a stopped Connect (the case that loses it) keeps it waiting this long.

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-from pipelines import connectors, kafka_io, pg
+from pipelines import kafka_io, pg
+from pipelines.capture import connectors
 from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 

@@ -13,15 +13,9 @@ from psycopg import sql
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from pipelines.search.client import SearchClient
-from pipelines.settings import Settings
-from pipelines.sinks.delta import DeltaSink
-from pipelines.sinks.search import SearchSink
-from pipelines.stack.postgres import Postgres
-from pipelines.tables import TableRef
-from pipelines.verify.diff import Differences
-from pipelines.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
-from pipelines.verify.sides import (
+from pipelines.read.verify.diff import Differences
+from pipelines.read.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
+from pipelines.read.verify.sides import (
     Comparable,
     connect,
     doc_id,
@@ -30,7 +24,13 @@ from pipelines.verify.sides import (
     lake_range,
     source_range,
 )
-from pipelines.verify.wait import wait_applied
+from pipelines.read.verify.wait import wait_applied
+from pipelines.search.client import SearchClient
+from pipelines.settings import Settings
+from pipelines.sinks.delta import DeltaSink
+from pipelines.sinks.search import SearchSink
+from pipelines.stack.postgres import Postgres
+from pipelines.tables import TableRef
 
 STEP = 50_000  # source rows per key range: what is in memory at once, per side
 PROGRESS_EVERY_S = 10.0
@@ -181,7 +181,7 @@ def _compare_index(
     fields: list[str],
     differences: Differences,
 ) -> None:
-    from pipelines.verify.canonical import document_value
+    from pipelines.read.verify.canonical import document_value
 
     ids = {doc_id(k): k for k in source}
     docs = index_range(client, alias, ids, fields)

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.verify.ranges import Key
+from pipelines.read.verify.ranges import Key
 
 SAMPLE = 10  # keys shown per kind of difference
 

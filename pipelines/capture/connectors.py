@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import pg
-from pipelines.capture_restarts import failed_tasks, restart_failed
-from pipelines.connect_api import ConnectApi, ConnectApiError, quote
+from pipelines.capture.capture_restarts import failed_tasks, restart_failed
+from pipelines.capture.connect_api import ConnectApi, ConnectApiError, quote
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings
 

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from pipelines import kafka_io
+from pipelines.capture.topics import wait_caught_up
 from pipelines.exceptions import ChangelakeError
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef
-from pipelines.topics import wait_caught_up
 
 PROGRESS_EVERY_S = 5.0
 Ends = dict[str, int]  # partition → end offset

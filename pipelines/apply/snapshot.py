@@ -17,8 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import faults, kafka_io
-from pipelines.apply import batch_stats, record_fetcher
+from pipelines import kafka_io
+from pipelines.apply import faults
+from pipelines.apply.batch import batch_stats, record_fetcher
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, envelopes
 from pipelines.changelog.plan import after_truncate, latest_per_key

@@ -23,7 +23,7 @@ from confluent_kafka import KafkaException
 
 from pipelines import kafka_io, tables
 from pipelines.exceptions import ChangelakeError
-from pipelines.query import errors_path, grid
+from pipelines.read.query import errors_path, grid
 from pipelines.search.client import SearchClient
 from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
 from pipelines.sinks.delta import DELETED, CommitMeta, DeltaSink

@@ -19,15 +19,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import pg
-from pipelines.search.client import SearchClient
-from pipelines.verify.canonical import (
+from pipelines.read.verify.canonical import (
     Float4Loader,
     as_json,
     as_number,
     canonical,
     document_value,
 )
-from pipelines.verify.ranges import Key, KeyColumn, KeyRange, lake_filter, source_filter
+from pipelines.read.verify.ranges import Key, KeyColumn, KeyRange, lake_filter, source_filter
+from pipelines.search.client import SearchClient
 
 Rows = dict[Key, dict[str, Any]]
 LAKE_ONLY = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}

@@ -21,13 +21,13 @@ from psycopg import sql
 from pyspark.sql import SparkSession
 
 from pipelines import pg
-from pipelines.connect_offsets import offsets_end, stored_offsets
+from pipelines.capture.connect_offsets import offsets_end, stored_offsets
+from pipelines.capture.resend import Request, send
 from pipelines.exceptions import ChangelakeError, ConfigError
-from pipelines.resend import Request, send
+from pipelines.read.verify.command import TableCheck, verify
 from pipelines.settings import Settings
 from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
-from pipelines.verify.command import TableCheck, verify
 
 POLL_S = 0.5
 PROGRESS_EVERY_S = 10.0

@@ -19,7 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import faults, kafka_io
+from pipelines import kafka_io
+from pipelines.apply import faults
+from pipelines.apply.key_change_guard import KeyChangeGuard
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import (
     LSN,
@@ -36,7 +38,6 @@ from pipelines.changelog.decode import (
 from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.key_changes import Mark, marks_column, marks_of
 from pipelines.changelog.plan import after_truncate, latest_per_key
-from pipelines.key_change_guard import KeyChangeGuard
 from pipelines.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, ErrorsSink
 from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.tables import TableRef

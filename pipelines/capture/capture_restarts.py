@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pipelines.connect_api import ConnectApi, ConnectApiError, quote
+from pipelines.capture.connect_api import ConnectApi, ConnectApiError, quote
 from pipelines.exceptions import RetryableError
 
 CHECK_EVERY_S = 5.0

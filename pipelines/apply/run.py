@@ -19,21 +19,21 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from pipelines import lakefs
-from pipelines.apply import TableApplier
-from pipelines.capture_restarts import CaptureRestarts
+from pipelines.apply.batch import TableApplier
+from pipelines.apply.guards import Watch, Watched, topic_hint, topic_problem
+from pipelines.apply.key_change_guard import KeyChangeGuard
+from pipelines.apply.run_state import RunOptions, TableJob
+from pipelines.apply.snapshot import snapshot
+from pipelines.apply.streaming_failure import cause
+from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.exceptions import ChangelakeError, RetryableError
-from pipelines.guards import Watch, Watched, topic_hint, topic_problem
-from pipelines.key_change_guard import KeyChangeGuard
-from pipelines.reindex import catch_up, reindex
-from pipelines.run_state import RunOptions, TableJob
+from pipelines.read.reindex import catch_up, reindex
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
-from pipelines.snapshot import snapshot
 from pipelines.spark import kafka_options
 from pipelines.stack.postgres import Postgres
-from pipelines.streaming_failure import cause
 from pipelines.tables import TableRef
 
 Out = Callable[[str], None]

@@ -9,13 +9,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from pipelines import kafka_io, lakefs
-from pipelines.capture_restarts import CaptureRestarts
-from pipelines.run import Discover, Out, Pipeline
-from pipelines.run_state import RunOptions
+from pipelines.apply.run import Discover, Out, Pipeline
+from pipelines.apply.run_state import RunOptions
+from pipelines.capture.capture_restarts import CaptureRestarts
+from pipelines.capture.topics import wait_caught_up
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.tables import TableRef
-from pipelines.topics import wait_caught_up
 
 
 @contextmanager

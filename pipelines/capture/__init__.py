@@ -1,0 +1,1 @@
+"""Capture: connector files, the Connect API, topics, and what is sent to Debezium."""

@@ -1,0 +1,1 @@
+"""The read side: query, status, verify and reindex read the derived tables."""
