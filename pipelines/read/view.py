@@ -1,0 +1,101 @@
+"""A table as of its newest change: the base table ⊕ the changelog rows not yet compacted into it.
+
+Pure DataFrame-in, DataFrame-out (merge-on-read, see DESIGN.md). The changelog side is small (at
+most one compaction interval of changes), so it is broadcast and the base table is only scanned,
+never shuffled or windowed: a base row stays unless the changelog holds a newer change of its
+key; a changelog row is shown unless the base already holds that key at an equal or newer LSN
+(the LSN guard, so a replayed old change never hides a newer row).
+
+The changelog rows this expects are complete: the append resolved unchanged-TOAST placeholders
+and, for soft-deleting tables, gave each delete the columns of the row it deletes. A truncate is
+a changelog row of op `t` (no key): it wipes every row and change with a lower LSN; the
+newest one reaches the read as a `Truncate` (the writer keeps it in its commit metadata).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
+from pipelines.sinks.delta import DELETED, DELETED_AT
+
+CHANGELOG_ONLY = (PARTITION, OFFSET)  # where a change came from: not part of the table's rows
+_CL_LSN = "_view_changelog_lsn"
+
+
+def newest_changes(changelog: DataFrame, key: Sequence[str]) -> DataFrame:
+    """The newest change per key, by (LSN, partition, offset): a replay of a change already in
+    the changelog, or an older one, changes nothing."""
+    rows = changelog.where(F.col(OP) != "t")
+    others = [c for c in rows.columns if c not in key]
+    position = F.struct(F.col(LSN), F.col(PARTITION), F.col(OFFSET))
+    newest = rows.groupBy(*key).agg(F.max_by(F.struct(*others), position).alias("_newest"))
+    return newest.select(*key, "_newest.*")
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """The newest truncate among the changelog rows: every row and change before it is wiped.
+    Kept by the writer in its commit metadata, so a read needs no job to find it."""
+
+    lsn: int
+    source_ts: datetime | None
+
+
+def _aligned(changelog: DataFrame, base: DataFrame) -> DataFrame:
+    """The changelog with every base column (a column the changelog has not seen yet: NULL)."""
+    have = set(changelog.columns)
+    missing = [
+        F.lit(None).cast(f.dataType).alias(f.name) for f in base.schema if f.name not in have
+    ]
+    return changelog.select("*", *missing)
+
+
+def _wiped(lsn: Column, truncate: Truncate | None) -> Column:
+    return F.lit(False) if truncate is None else lsn < F.lit(truncate.lsn)
+
+
+def current_rows(
+    base: DataFrame,
+    changelog: DataFrame,
+    key: Sequence[str],
+    truncate: Truncate | None = None,
+    soft_delete: bool = False,
+) -> DataFrame:
+    """Every row of the table as of its newest change, in the base table's columns: deleted rows
+    left out, or (soft-deleting tables) kept with `_cdc_deleted` set."""
+    columns = base.columns
+    changelog = _aligned(changelog, base)
+    changes = F.broadcast(newest_changes(changelog, key))
+    probe = changes.select(*key, F.col(LSN).alias(_CL_LSN))
+
+    joined = base.join(probe, list(key), "left")
+    base_wins = F.col(_CL_LSN).isNull() | (F.col(_CL_LSN) <= F.col(LSN))
+    from_base = joined.where(base_wins)
+    stale = joined.where(F.col(_CL_LSN).isNotNull() & (F.col(_CL_LSN) <= F.col(LSN))).select(*key)
+    from_changelog = changes.join(F.broadcast(stale), list(key), "left_anti")  # few: replays
+
+    if not soft_delete:
+        kept_base = from_base.where(~_wiped(F.col(LSN), truncate)).select(*columns)
+        live = from_changelog.where((F.col(OP) != "d") & ~_wiped(F.col(LSN), truncate))
+        return kept_base.unionByName(live.select(*columns))
+
+    def soft(rows: DataFrame, deleted: Column, deleted_at: Column) -> DataFrame:
+        wiped = _wiped(F.col(LSN), truncate) & ~deleted
+        return rows.select(
+            *[c for c in columns if c not in (DELETED, DELETED_AT)],
+            (deleted | wiped).alias(DELETED),
+            F.when(wiped, F.lit(truncate.source_ts if truncate else None).cast("timestamp"))
+            .otherwise(deleted_at)
+            .alias(DELETED_AT),
+        ).select(*columns)
+
+    is_delete = F.col(OP) == "d"
+    return soft(from_base, F.col(DELETED), F.col(DELETED_AT)).unionByName(
+        soft(from_changelog, is_delete, F.when(is_delete, F.col(SOURCE_TS)))
+    )
