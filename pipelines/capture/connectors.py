@@ -157,6 +157,7 @@ def apply(
 ) -> None:
     api = ConnectApi(settings.connect_url)
     connectors = check(api, files)
+    restarted: dict[str, str] = {}  # connector → the failure its restart should clear
     for cf in connectors:
         before = api.connector_config(cf.name)
         if before is not None and _same(before, cf):
@@ -164,12 +165,12 @@ def apply(
             # config update"): capture would pause, and stop mid-transaction, for nothing. A task
             # that failed is restarted, though: applying the file means capture runs as it says.
             progress(f"  {cf.name:<20} unchanged from {cf.path}")
-            _restart_failed(api, cf.name, progress)
+            restarted[cf.name] = _restart_failed(api, cf.name, progress)
             continue
         api.put(f"/connectors/{quote(cf.name)}/config", cf.config)
         progress(f"  {cf.name:<20} {'created' if before is None else 'updated'} from {cf.path}")
     for cf in connectors:
-        wait_running(api, cf.name, timeout_s, progress)
+        wait_running(api, cf.name, timeout_s, progress, restarted.get(cf.name, ""))
         reconcile_topics(settings, cf, progress)
 
 
@@ -202,19 +203,27 @@ def reconcile_topics(settings: Settings, cf: ConnectorFile, progress: Progress) 
             progress(f"  {topic}: set {said}")
 
 
-def _restart_failed(api: ConnectApi, name: str, progress: Progress) -> None:
-    failed = failed_tasks(api.get(f"/connectors/{quote(name)}/status"))
+def _restart_failed(api: ConnectApi, name: str, progress: Progress) -> str:
+    """Restart the connector's FAILED tasks; the failure they showed ("" if none failed)."""
+    status = api.get(f"/connectors/{quote(name)}/status")
+    failed = failed_tasks(status)
     if failed:
         restart_failed(api, name)
         for task, why in failed:
             progress(f"  {name:<20} task {task} was FAILED ({why}); restarted it")
+    return failure_text(status) if failed else ""
 
 
 def _same(current: dict[str, str], cf: ConnectorFile) -> bool:
     return {k: v for k, v in current.items() if k != "name"} == cf.config
 
 
-def wait_running(api: ConnectApi, name: str, timeout_s: float, progress: Progress) -> None:
+def wait_running(
+    api: ConnectApi, name: str, timeout_s: float, progress: Progress, restarted: str = ""
+) -> None:
+    """Until the connector and its tasks run; a failure ends the wait at once, except the one a
+    restart was just asked to clear (`restarted`): Connect restarts asynchronously, so the
+    status read next may still be the old one, and only the deadline says the restart failed."""
     deadline = time.monotonic() + timeout_s
     last = ""
     while True:
@@ -223,7 +232,8 @@ def wait_running(api: ConnectApi, name: str, timeout_s: float, progress: Progres
         if summary != last:
             progress(f"  {name:<20} {summary}")
             last = summary
-        if failed := state["failed"]:
+        failed = state["failed"]
+        if failed and (failed != restarted or time.monotonic() > deadline):
             raise ChangelakeError(
                 f"connector {name} failed:\n{failed}",
                 "fix the cause, then `changelake connectors apply` (see logs/connect.log)",
@@ -275,16 +285,19 @@ def _state(api: ConnectApi, name: str) -> dict[str, Any]:
         if exc.status == 404:  # just created; the status arrives a moment later
             return {"connector": "PENDING", "tasks": [], "failed": ""}
         raise
-    tasks = status.get("tasks", [])
-    failed = (
-        [status["connector"].get("trace", "")] if status["connector"]["state"] == "FAILED" else []
-    )
-    failed += [t.get("trace", "") for t in tasks if t["state"] == "FAILED"]
     return {
         "connector": status["connector"]["state"],
-        "tasks": [t["state"] for t in tasks],
-        "failed": "\n".join(failed),
+        "tasks": [t["state"] for t in status.get("tasks", [])],
+        "failed": failure_text(status),
     }
+
+
+def failure_text(status: dict[str, Any]) -> str:
+    """The traces of a connector status's FAILED parts ("" when nothing failed)."""
+    connector = status["connector"]
+    failed = [connector.get("trace", "")] if connector["state"] == "FAILED" else []
+    failed += [t.get("trace", "") for t in status.get("tasks", []) if t["state"] == "FAILED"]
+    return "\n".join(failed)
 
 
 def status(settings: Settings) -> dict[str, Any]:

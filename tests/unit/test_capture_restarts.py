@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipelines.capture.capture_restarts import failed_tasks
+from pipelines.capture.connectors import failure_text, wait_running
+from pipelines.exceptions import ChangelakeError
 
 TRACE = """io.debezium.DebeziumException: Failed to create TypeRegistry
 \tat io.debezium.connector.postgresql.PostgresConnectorTask.start(PostgresConnectorTask.java:125)
@@ -31,3 +35,29 @@ def test_running_or_unassigned_tasks_are_left_alone() -> None:
     assert failed_tasks({"tasks": [{"id": 0, "state": "RUNNING"}]}) == []
     assert failed_tasks({"tasks": [{"id": 0, "state": "UNASSIGNED"}]}) == []
     assert failed_tasks({"connector": {"state": "RUNNING"}}) == []
+
+
+class ScriptedConnect:
+    """Connect's status answers, one per read (the last repeats)."""
+
+    def __init__(self, *states: str, trace: str = TRACE) -> None:
+        self.states, self.trace = list(states), trace
+
+    def get(self, _path: str) -> dict[str, object]:
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        task = {"id": 0, "state": state, "trace": self.trace if state == "FAILED" else None}
+        return {"connector": {"state": "RUNNING"}, "tasks": [task]}
+
+
+def test_apply_waits_through_the_stale_failure_of_a_task_it_restarted() -> None:
+    api = ScriptedConnect("FAILED", "FAILED", "RESTARTING", "RUNNING")
+    wait_running(api, "shop", 30, lambda _: None, restarted=failure_text(api.get("")))  # type: ignore[arg-type]
+
+
+def test_a_new_failure_or_one_still_there_at_the_deadline_is_reported() -> None:
+    restarted = failure_text(ScriptedConnect("FAILED").get(""))
+    other = ScriptedConnect("RESTARTING", "FAILED", trace="org.example.Other: boom")
+    with pytest.raises(ChangelakeError, match="Other: boom"):
+        wait_running(other, "shop", 30, lambda _: None, restarted=restarted)  # type: ignore[arg-type]
+    with pytest.raises(ChangelakeError, match="Connection reset"):
+        wait_running(ScriptedConnect("FAILED"), "shop", 0, lambda _: None, restarted=restarted)  # type: ignore[arg-type]
