@@ -85,7 +85,7 @@ def stop_connect_inside(
     *,
     hard: bool,
     connector: str | None = None,
-    attempts: int = 5,
+    attempts: int = 10,
 ) -> BulkStop:
     """Run bulk transactions until Connect stores an offset inside one, then stop Connect
     (SIGKILL if `hard`, else a graceful stop), start it again and say where it resumes from.
