@@ -59,6 +59,19 @@ class CommitMeta:
         return CommitMeta(**doc)
 
 
+def latest_commit(spark: SparkSession, path: str) -> tuple[int, CommitMeta | None]:
+    """A Delta table's newest version, and the newest commit metadata at or before it (schema
+    changes and deletes record none)."""
+    history = DeltaTable.forPath(spark, path).history(50)
+    rows = history.select("version", "userMetadata").collect()
+    metas = (CommitMeta.parse(row[1]) for row in rows)
+    return int(rows[0][0]), next((m for m in metas if m is not None), None)
+
+
+def newest_commit(spark: SparkSession, path: str) -> CommitMeta | None:
+    return latest_commit(spark, path)[1]
+
+
 def q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -85,10 +98,7 @@ class DeltaSink:
 
     def latest(self) -> tuple[int, CommitMeta | None]:
         """The table's newest version, and the newest commit metadata at or before it."""
-        history = DeltaTable.forPath(self.spark, self.path).history(50)
-        rows = history.select("version", "userMetadata").collect()
-        metas = (CommitMeta.parse(row[1]) for row in rows)
-        return int(rows[0][0]), next((m for m in metas if m is not None), None)
+        return latest_commit(self.spark, self.path)
 
     def version_at_lsn(self, lsn: int) -> int | None:
         """The newest version whose commit covers no change above `lsn` (a commit's max_lsn

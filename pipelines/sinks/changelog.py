@@ -1,0 +1,68 @@
+"""A table's changelog: each batch's newest change per key, appended, never merged (merge-on-read,
+see DESIGN.md).
+
+Its rows are what a MERGE into the base table takes (the table's columns, `_cdc_lsn`, `_cdc_op`,
+`_cdc_source_ts`), where each came from (`_kafka_partition`, `_kafka_offset`, so readers order
+replays), and the compaction epoch the row was appended in, the table's one partition column:
+compaction folds the epochs up to one into the base table, then deletes them, which removes
+whole partitions and so never conflicts with an append to a later epoch. No deletion vectors:
+any Delta reader reads it. Each append is one commit, idempotent by (application id, batch
+version) like the base table's MERGE, recording in its metadata the offsets it covers.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines.sinks.delta import CommitMeta, newest_commit
+
+EPOCH = "_cdc_epoch"
+CHANGELOGS = "_changelog"  # beside the base tables: <lake>/_changelog/<schema>/<table>
+
+
+def changelog_path(lake: str, schema: str, table: str) -> str:
+    return f"{lake.rstrip('/')}/{CHANGELOGS}/{schema}/{table}"
+
+
+class ChangelogSink:
+    def __init__(self, spark: SparkSession, path: str):
+        self.spark, self.path = spark, path
+
+    def append(
+        self, rows: DataFrame, epoch: int, meta: CommitMeta, app_id: str, version: int
+    ) -> None:
+        """One commit: the batch's rows in `epoch`; a replayed (app_id, version) writes nothing.
+        A column the table gained since the last append is added (mergeSchema)."""
+        (
+            rows.withColumn(EPOCH, F.lit(epoch))
+            .write.format("delta")
+            .mode("append")
+            .partitionBy(EPOCH)
+            .option("txnAppId", app_id)
+            .option("txnVersion", version)
+            .option("userMetadata", meta.to_json())
+            .option("mergeSchema", "true")
+            .option("delta.enableDeletionVectors", "false")
+            .save(self.path)
+        )
+
+    def rows(self, after_epoch: int, through_epoch: int | None = None) -> DataFrame:
+        """The rows appended after `after_epoch` (the base table's compacted epoch), up to and
+        including `through_epoch`; without the epoch column."""
+        rows = self.spark.read.format("delta").load(self.path)
+        wanted = F.col(EPOCH) > F.lit(after_epoch)
+        if through_epoch is not None:
+            wanted &= F.col(EPOCH) <= F.lit(through_epoch)
+        return rows.where(wanted).drop(EPOCH)
+
+    def drop_through(self, epoch: int) -> None:
+        """Delete the epochs up to `epoch` (compacted into the base table). The commit records
+        nothing: the last commit that says what the changelog covers is an append's."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self.path).delete(F.col(EPOCH) <= F.lit(epoch))
+
+    def last_commit(self) -> CommitMeta | None:
+        """The newest append's metadata (None before the first)."""
+        return newest_commit(self.spark, self.path)
