@@ -28,6 +28,12 @@ def changelake(
         timeout=timeout,
         env=env if env is not None else dict(os.environ),
     )
+    return _checked(result, args, check)
+
+
+def _checked(
+    result: subprocess.CompletedProcess[str], args: tuple[str, ...], check: bool
+) -> subprocess.CompletedProcess[str]:
     if check and result.returncode != 0:
         raise AssertionError(
             f"changelake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
@@ -58,11 +64,7 @@ def changelake_here(
     result = subprocess.CompletedProcess(
         ["changelake", *args], code, out.getvalue(), err.getvalue()
     )
-    if check and code != 0:
-        raise AssertionError(
-            f"changelake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-        )
-    return result
+    return _checked(result, args, check)
 
 
 POLL_INTERVAL_S = 0.2  # how often a waiting test re-checks its condition

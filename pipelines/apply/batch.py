@@ -152,6 +152,7 @@ class TableApplier:
         env = envelopes(raw).persist()
         try:
             stats = record_stats(env)
+            stats.phases["decode"] = time.monotonic() - started
             if not stats.records:  # availableNow runs one batch even when nothing is new
                 return
             stats = self.apply(env, batch_id, stats)
@@ -167,12 +168,14 @@ class TableApplier:
         )
 
     def apply(self, env: DataFrame, batch_id: int, stats: BatchStats) -> BatchStats:
-        started = time.monotonic()
-        decoded = decode_batch(env, self.table.name, self.table.placeholder, self.fetch, self.known)
-        decoded.persist()
+        with stats.timed("decode"):
+            decoded = decode_batch(
+                env, self.table.name, self.table.placeholder, self.fetch, self.known
+            )
+            decoded.persist()
         try:
-            add_change_stats(stats, decoded)
-            stats.phases["decode"] = time.monotonic() - started
+            with stats.timed("decode"):
+                add_change_stats(stats, decoded)
             return self._apply(decoded, batch_id, stats)
         finally:
             decoded.unpersist()
@@ -242,14 +245,14 @@ class TableApplier:
 
     def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
         """Create the table on its first change, or bring its columns up to the events'."""
-        if self.columns is None and not self.sink.exists():
-            empty = decoded.changes.limit(0) if decoded.changes is not None else None
-            assert empty is not None
-            columns = [F.col(f.name) for f in decoded.columns.fields]
-            meta = CommitMeta("create", self.table.topic, {}, 0, None, key)
-            self.sink.create(empty.select(*columns, *META_COLUMNS), meta)
-            return
         if self.columns is None:
+            if not self.sink.exists():
+                empty = decoded.changes.limit(0) if decoded.changes is not None else None
+                assert empty is not None
+                columns = [F.col(f.name) for f in decoded.columns.fields]
+                meta = CommitMeta("create", self.table.topic, {}, 0, None, key)
+                self.sink.create(empty.select(*columns, *META_COLUMNS), meta)
+                return
             self.columns = self.sink.data_schema()
         evolution = reconcile(
             self.table.name,

@@ -259,10 +259,13 @@ def wait_all_running(settings: Settings, timeout_s: float = 120.0) -> None:
     from pipelines.stack.process import wait_until
 
     api = ConnectApi(settings.connect_url)
-    names: list[str] = api.get("/connectors")
     states: dict[str, dict[str, Any]] = {}
 
     def running() -> bool:
+        # Listed afresh on every read: right after a restart Connect may still list a connector
+        # deleted long ago (seen after a config-topic replay) and drop it a moment later.
+        names: list[str] = api.get("/connectors")
+        states.clear()
         states.update({name: _state(api, name) for name in names})
         return all(
             st["connector"] == "RUNNING" and st["tasks"] and set(st["tasks"]) == {"RUNNING"}

@@ -21,21 +21,17 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
+from pipelines.changelog.decode import LSN, OP, SOURCE_TS
+from pipelines.changelog.plan import latest_per_key
 from pipelines.sinks.delta import DELETED, DELETED_AT
 
-CHANGELOG_ONLY = (PARTITION, OFFSET)  # where a change came from: not part of the table's rows
 _CL_LSN = "_view_changelog_lsn"
 
 
 def newest_changes(changelog: DataFrame, key: Sequence[str]) -> DataFrame:
-    """The newest change per key, by (LSN, partition, offset): a replay of a change already in
-    the changelog, or an older one, changes nothing."""
-    rows = changelog.where(F.col(OP) != "t")
-    others = [c for c in rows.columns if c not in key]
-    position = F.struct(F.col(LSN), F.col(PARTITION), F.col(OFFSET))
-    newest = rows.groupBy(*key).agg(F.max_by(F.struct(*others), position).alias("_newest"))
-    return newest.select(*key, "_newest.*")
+    """The newest change per key, by (LSN, partition, offset), as merge planning picks it: a
+    replay of a change already in the changelog, or an older one, changes nothing."""
+    return latest_per_key(changelog.where(F.col(OP) != "t"), key)
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,7 @@ def current_rows(
     joined = base.join(probe, list(key), "left")
     base_wins = F.col(_CL_LSN).isNull() | (F.col(_CL_LSN) <= F.col(LSN))
     from_base = joined.where(base_wins)
-    stale = joined.where(F.col(_CL_LSN).isNotNull() & (F.col(_CL_LSN) <= F.col(LSN))).select(*key)
+    stale = joined.where(F.col(_CL_LSN).isNotNull() & base_wins).select(*key)  # base is newer
     from_changelog = changes.join(F.broadcast(stale), list(key), "left_anti")  # few: replays
 
     if not soft_delete:

@@ -1,5 +1,6 @@
 """A batch's decoding across batches of one stream: each schema version is fetched from Kafka
-once, and the counts a batch needs come from its aggregations, with a local Spark session."""
+once, and the batch's aggregations count its bad records (what lets the apply skip a separate
+count), with a local Spark session."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_a_schema_version_is_fetched_once_per_stream(spark: SparkSession) -> Non
     assert fetched == [0] and len(known) == 1
 
 
-def test_the_batch_counts_its_bad_records_without_another_job(spark: SparkSession) -> None:
+def test_the_batch_stats_count_records_changes_and_bad_records(spark: SparkSession) -> None:
     rows = [
         record(0, 1, "a"),
         record(1, 2, "b"),

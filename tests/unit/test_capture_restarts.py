@@ -50,8 +50,9 @@ class ScriptedConnect:
 
 
 def test_apply_waits_through_the_stale_failure_of_a_task_it_restarted() -> None:
-    api = ScriptedConnect("FAILED", "FAILED", "RESTARTING", "RUNNING")
-    wait_running(api, "shop", 30, lambda _: None, restarted=failure_text(api.get("")))  # type: ignore[arg-type]
+    restarted = failure_text(ScriptedConnect("FAILED").get(""))  # what apply saw, then restarted
+    api = ScriptedConnect("FAILED", "RESTARTING", "RUNNING")
+    wait_running(api, "shop", 30, lambda _: None, restarted=restarted)  # type: ignore[arg-type]
 
 
 def test_a_new_failure_or_one_still_there_at_the_deadline_is_reported() -> None:
