@@ -106,6 +106,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         once=args.once,
         resnapshot=tuple(_names(args.resnapshot)),
         trigger_seconds=args.trigger_seconds,
+        compact_seconds=args.compact_seconds,
         max_records_per_batch=args.max_records,
     )
     tables.captured(settings, list(options.resnapshot) or None)  # names must exist
@@ -320,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--resnapshot", help="drop these derived tables and snapshot them again")
     p.add_argument("--trigger-seconds", type=float, default=2.0, help="micro-batch interval")
+    p.add_argument(
+        "--compact-seconds",
+        type=float,
+        default=30.0,
+        help="how often each table's changelog is compacted into its base table",
+    )
     p.add_argument(
         "--max-records", type=int, default=50_000, help="most records per table per batch"
     )

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines.read.table import read_table
 from pipelines.read.verify.canonical import Float4Loader as _Float4Loader
 from pipelines.read.verify.canonical import as_number, canonical
 
@@ -75,7 +76,7 @@ def pg_numeric_columns(dsn: str, table: str) -> set[str]:
 
 
 def delta_text_columns(spark: SparkSession, path: str) -> set[str]:
-    schema = spark.read.format("delta").load(path).schema
+    schema = read_table(spark, path).rows.schema
     return {f.name for f in schema.fields if isinstance(f.dataType, T.StringType)}
 
 
@@ -87,7 +88,7 @@ def delta_rows(
     soft: bool = False,
     numbers: Collection[str] = (),
 ) -> dict[Any, dict[str, Any]]:
-    frame = spark.read.format("delta").load(path)
+    frame = read_table(spark, path, soft).rows  # as every reader sees it: base ⊕ changelog
     if soft:
         frame = frame.where("NOT _cdc_deleted")
     # PySpark turns a TIMESTAMP into Python through the local clock, which fails for 0001-01-01;

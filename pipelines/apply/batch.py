@@ -1,9 +1,11 @@
-"""Apply one micro-batch of a table's topic to its Delta table (and dead letters to `_errors`).
+"""Apply one micro-batch of a table's topic to its changelog (and dead letters to `_errors`).
 
 Called by Structured Streaming's foreachBatch; everything here runs once per batch:
-decode → reconcile the schema → newest change per key → ONE MERGE, idempotent by
-(application id, batch id) and guarded by LSN → the same rows to the table's search index, if it
-has one (one bulk per batch, versioned by LSN, so a replayed batch changes nothing there either).
+decode → reconcile the schema → newest change per key, made complete → ONE APPEND to the table's
+changelog, idempotent by (application id, batch id) → the same rows to the table's search index,
+if it has one (one bulk per batch, versioned by LSN, so a replayed batch changes nothing there
+either). No MERGE here: the compactor folds sealed epochs of the changelog into the base table
+(merge-on-read, see DESIGN.md); a batch that ends a compaction interval seals its epoch.
 """
 
 from __future__ import annotations
@@ -21,13 +23,12 @@ from pyspark.sql import types as T
 
 from pipelines import kafka_io
 from pipelines.apply import faults
+from pipelines.apply.compaction import Compactor, Sealed
 from pipelines.apply.key_change_guard import KeyChangeGuard
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import (
     LSN,
-    OFFSET,
     OP,
-    PARTITION,
     REASON,
     SOURCE_TS,
     TOASTED,
@@ -37,8 +38,10 @@ from pipelines.changelog.decode import (
 )
 from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.key_changes import Mark, marks_column, marks_of
-from pipelines.changelog.plan import after_truncate, latest_per_key
-from pipelines.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, ErrorsSink
+from pipelines.changelog.plan import after_truncate, completed, latest_per_key
+from pipelines.read.table import commits, epoch_of, newest, read_table
+from pipelines.sinks.changelog import ChangelogSink, changelog_of
+from pipelines.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, ErrorsSink, evolve
 from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.tables import TableRef
 
@@ -50,7 +53,9 @@ class BatchStats:
     errors: int = 0  # dead letters written, and documents OpenSearch rejected
     bad: int = 0  # records that cannot be applied (malformed, or failing their type checks)
     truncate_lsn: int | None = None
+    truncate_ts: str | None = None
     toasted: int = 0
+    deletes: int = 0
     max_lsn: int = 0
     max_source_ts: str | None = None
     offsets: dict[str, int] = field(default_factory=dict)
@@ -69,6 +74,9 @@ class BatchStats:
             self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - started
 
 
+_ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+
+
 def record_stats(env: DataFrame) -> BatchStats:
     """What the records say before decoding: offsets, counts, key-change marks, and how many are
     not even an envelope; one small aggregation (an empty batch ends here)."""
@@ -85,24 +93,28 @@ def record_stats(env: DataFrame) -> BatchStats:
 
 
 def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
-    """Everything the MERGE, the commit metadata and the dead letters need from the decoded
+    """Everything the append, the commit metadata and the dead letters need from the decoded
     rows, in one aggregation over the cached rows (good and bad alike)."""
     if decoded.rows is None:
         return stats
     good = F.col(REASON).isNull()
+    truncate = good & (F.col(OP) == "t")
     agg = decoded.rows.agg(
         F.count(F.when(good & (F.col(OP) != "t"), True)),
-        F.max(F.when(good & (F.col(OP) == "t"), F.col(LSN))),
+        F.max(F.when(truncate, F.col(LSN))),
         F.count(F.when(good & (F.size(TOASTED) > 0), True)),
         F.max(F.when(good, F.col(LSN))),
-        F.date_format(F.max(F.when(good, F.col(SOURCE_TS))), "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"),
+        F.date_format(F.max(F.when(good, F.col(SOURCE_TS))), _ISO),
         F.count(F.when(~good, True)),
+        F.count(F.when(good & (F.col(OP) == "d"), True)),
+        F.date_format(F.max_by(F.col(SOURCE_TS), F.when(truncate, F.col(LSN))), _ISO),
     ).first()
     assert agg is not None
     stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
     stats.max_lsn = int(agg[3] or 0)
     stats.max_source_ts = agg[4]  # ISO 8601 in UTC (the session's zone)
     stats.bad += int(agg[5])
+    stats.deletes, stats.truncate_ts = int(agg[6]), agg[7]
     return stats
 
 
@@ -121,7 +133,7 @@ def record_fetcher(bootstrap: str, topic: str) -> Fetch:
 
 
 class TableApplier:
-    """Keeps one Delta table in step with its topic, one batch at a time."""
+    """Keeps one table's changelog in step with its topic, one batch at a time."""
 
     def __init__(
         self,
@@ -134,18 +146,22 @@ class TableApplier:
         bootstrap: str,
         search: SearchSink | None = None,
         guard: KeyChangeGuard | None = None,
+        compactor: Compactor | None = None,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
-        self.guard = guard
+        self.guard, self.search, self.compactor = guard, search, compactor
+        self.spark = spark
         self.fetch = record_fetcher(bootstrap, table.topic)
-        self.sink = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
+        self.base = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
+        self.changelog = ChangelogSink(spark, changelog_of(self.base.path))
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
-        self.search = search
         # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last
         # commit (this applier makes every later one), the table's columns, the schema versions.
         self.previous: CommitMeta | None = None
         self.columns: T.StructType | None = None  # None: not read yet, or the table is changing
         self.known: dict[int, Version] = {}
+        self.epoch = 0  # the changelog epoch batches append to; read from the commits at start
+        self.dirty = False  # the changelog holds changes no sealed epoch covers
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -158,6 +174,10 @@ class TableApplier:
             stats = self.apply(env, batch_id, stats)
         finally:
             env.unpersist()
+        if self.compactor is not None and self.compactor.due(self.table.name):
+            sealed = self.seal()
+            if sealed is not None:
+                self.compactor.submit(sealed)
         self.progress(
             self.table.name,
             {
@@ -166,6 +186,26 @@ class TableApplier:
                 **{k: v for k, v in stats.__dict__.items() if k != "marks"},
             },
         )
+
+    def seal(self) -> Sealed | None:
+        """Close the epoch batches append to: later ones go to the next. Called between batches
+        (and only after a batch fully applied, its index included), so a sealed epoch is final
+        and holds nothing the index lacks. Returns the epoch and what it covers, if anything."""
+        if self.previous is None:
+            self.resume()
+        if not self.dirty or self.previous is None:
+            return None
+        sealed = Sealed(self.table, self.app_id, self.epoch, self.previous)
+        self.epoch, self.dirty = self.epoch + 1, False
+        return sealed
+
+    def resume(self) -> None:
+        """Where the commits say the table is: what it covers, and a fresh epoch to append to
+        (changes a crashed run appended and never compacted are sealed with the next one)."""
+        base_meta, log_meta = commits(self.spark, self.base.path)
+        self.previous = newest(base_meta, log_meta)
+        self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1
+        self.dirty = epoch_of(log_meta) > epoch_of(base_meta)
 
     def apply(self, env: DataFrame, batch_id: int, stats: BatchStats) -> BatchStats:
         with stats.timed("decode"):
@@ -183,7 +223,7 @@ class TableApplier:
     def _apply(self, decoded: Decoded, batch_id: int, stats: BatchStats) -> BatchStats:
         with stats.timed("prepare"):
             if self.previous is None:
-                self.previous = self.sink.last_commit()
+                self.resume()
             previous = self.previous
         key = decoded.key or (previous.key if previous else ())
         if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
@@ -195,21 +235,18 @@ class TableApplier:
                 key,
                 decoded.toastable if stats.toasted else (),
             )
-            faults.pause_if("before-merge", self.table.name, self.run_dir)
-            with stats.timed("merge"):
-                self.sink.merge(
-                    rows.drop(PARTITION, OFFSET),
-                    key,
-                    stats.truncate_lsn,
-                    stats.toasted > 0,
-                    meta,
-                    self.app_id,
-                    batch_id,
-                )
-            self.previous = meta
-            faults.pause_if("after-commit", self.table.name, self.run_dir)
-            with stats.timed("index"):
-                self._index(rows, key, stats, meta, batch_id)
+            with stats.timed("complete"):
+                rows = self._complete(rows, key, stats).persist()
+            try:
+                faults.pause_if("before-append", self.table.name, self.run_dir)
+                with stats.timed("append"):
+                    self.changelog.append(rows, self.epoch, meta, self.app_id, batch_id)
+                self.previous, self.dirty = meta, True
+                faults.pause_if("after-commit", self.table.name, self.run_dir)
+                with stats.timed("index"):
+                    self._index(rows, key, stats, meta, batch_id)
+            finally:
+                rows.unpersist()
             if self.guard is not None and stats.marks:
                 with stats.timed("key changes"):
                     stats.resent = self.guard.check(
@@ -219,6 +256,17 @@ class TableApplier:
             stats.errors += self._dead_letters(decoded, batch_id, stats.bad)
         return stats
 
+    def _complete(self, rows: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
+        """Placeholders still open, and a soft-deleting table's deletes, take their values from
+        the table as of before the batch (read, as any reader does, base ⊕ changelog)."""
+        soft = self.table.soft_delete
+        if not stats.toasted and not (soft and stats.deletes):
+            return rows.drop(TOASTED)
+        before = read_table(self.spark, self.base.path, soft).rows
+        if stats.truncate_lsn is not None and not soft:  # the batch's truncate wiped those
+            before = before.where(F.col(LSN) > F.lit(stats.truncate_lsn))
+        return completed(rows, before, key, soft)
+
     def _index(
         self,
         rows: DataFrame,
@@ -227,13 +275,12 @@ class TableApplier:
         meta: CommitMeta,
         batch_id: int,
     ) -> None:
-        """The batch's rows to the search index, after the MERGE: a placeholder the MERGE kept
-        is read back from the table, and a crash in between replays the batch here."""
+        """The batch's rows to the search index, after the append: a crash in between replays
+        the batch here (its append is then skipped as already committed)."""
         if self.search is None:
             return
         faults.pause_if("before-index", self.table.name, self.run_dir)
-        stored = self.sink.all_rows if stats.toasted else None
-        result = self.search.apply(rows, key, stats.truncate_lsn, stored)
+        result = self.search.apply(rows, key, stats.truncate_lsn)
         stats.indexed, stats.stale = result.written, result.stale
         if result.rejected:
             stats.errors += len(result.rejected)
@@ -244,16 +291,18 @@ class TableApplier:
         self.search.record(meta.max_lsn, meta.max_source_ts)
 
     def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
-        """Create the table on its first change, or bring its columns up to the events'."""
+        """Create the base table on the first change if no snapshot did, and bring the
+        changelog's columns up to the events' (the compactor brings the base table's)."""
         if self.columns is None:
-            if not self.sink.exists():
+            if not self.base.exists():
                 empty = decoded.changes.limit(0) if decoded.changes is not None else None
                 assert empty is not None
                 columns = [F.col(f.name) for f in decoded.columns.fields]
                 meta = CommitMeta("create", self.table.topic, {}, 0, None, key)
-                self.sink.create(empty.select(*columns, *META_COLUMNS), meta)
+                self.base.create(empty.select(*columns, *META_COLUMNS), meta)
                 return
-            self.columns = self.sink.data_schema()
+            exists = self.changelog.exists()
+            self.columns = (self.changelog if exists else self.base).data_schema()
         evolution = reconcile(
             self.table.name,
             self.columns,
@@ -263,7 +312,8 @@ class TableApplier:
         )
         if not evolution.empty:
             self.columns = None  # read back after the change, as Delta stored it
-            self.sink.evolve(evolution)
+            if self.changelog.exists():  # else the first append creates it with these columns
+                evolve(self.spark, self.changelog.path, evolution)
 
     def _meta(
         self, stats: BatchStats, previous: CommitMeta | None, key: tuple[str, ...]
@@ -274,8 +324,14 @@ class TableApplier:
             filter(None, [stats.max_source_ts, previous.max_source_ts if previous else None]),
             default=None,
         )
+        truncate = (previous.extra.get("truncate") if previous else None) or None
+        if stats.truncate_lsn is not None:  # a truncate's lock orders it after every earlier one
+            truncate = {"lsn": stats.truncate_lsn, "source_ts": stats.truncate_ts}
+        extra: dict[str, Any] = {"epoch": self.epoch}
+        if truncate:
+            extra["truncate"] = truncate
         return CommitMeta(
-            "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes
+            "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes, extra
         )
 
     def _dead_letters(self, decoded: Decoded, batch_id: int, bad: int) -> int:

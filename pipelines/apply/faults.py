@@ -11,7 +11,13 @@ import os
 import time
 from pathlib import Path
 
-POINTS = ("before-merge", "after-commit", "before-snapshot-commit")
+POINTS = (
+    "before-snapshot-commit",
+    "before-append",
+    "after-commit",
+    "before-index",
+    "after-compaction-merge",
+)
 
 
 def pause_if(point: str, table: str, run_dir: Path) -> None:

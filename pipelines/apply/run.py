@@ -1,4 +1,6 @@
-"""`changelake run`: snapshot each table from its topic, then stream its changelog into Delta.
+"""`changelake run`: snapshot each table from its topic, then stream its changes into Delta: each
+batch appended to the table's changelog, sealed epochs compacted into its base table beside
+the stream (merge-on-read, see DESIGN.md).
 
 One streaming query per table, each with its own checkpoint: a table whose schema changed
 incompatibly stops alone, and a table whose topic appears later (a table added to the connector)
@@ -20,6 +22,7 @@ from pyspark.sql import SparkSession
 
 from pipelines import lakefs
 from pipelines.apply.batch import TableApplier
+from pipelines.apply.compaction import Compactor
 from pipelines.apply.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.apply.key_change_guard import KeyChangeGuard
 from pipelines.apply.run_state import RunOptions, TableJob
@@ -27,9 +30,11 @@ from pipelines.apply.snapshot import snapshot
 from pipelines.apply.streaming_failure import cause
 from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.exceptions import ChangelakeError, RetryableError
-from pipelines.read.reindex import catch_up, reindex
+from pipelines.read.reindex import ready_index
+from pipelines.read.table import covered
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
+from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
 from pipelines.spark import kafka_options
@@ -40,6 +45,7 @@ Out = Callable[[str], None]
 RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault
 DISCOVER_EVERY_S = 15.0  # how often a streaming run re-reads connectors/*.json for new tables
 SUMMARY_EVERY_S = 60.0  # how often a streaming run prints where every table stands
+COMPACTION_GRACE_S = 30.0  # how long a stopping run lets a running compaction finish
 Discover = Callable[[], list[TableRef]]
 
 
@@ -70,6 +76,9 @@ class Pipeline:
         self.watch = Watch(settings.kafka_bootstrap, self.dsn)
         self.next_watch = 0.0
         self.capture = CaptureRestarts(settings.connect_url, out)
+        self.compactor = Compactor(
+            spark, settings.lake, settings.run_dir, options.compact_seconds, out
+        )
 
     # --- one table ---------------------------------------------------------------------------
     def _checkpoint(self, ref: TableRef) -> str:
@@ -82,6 +91,7 @@ class Pipeline:
         if ref.name in self.options.resnapshot:
             self.out(f"{ref.name}: dropping the derived table and its checkpoint to re-snapshot")
             lakefs.delete(self.spark, ref.path(lake))
+            lakefs.delete(self.spark, changelog_of(ref.path(lake)))
             lakefs.delete(self.spark, self._checkpoint(ref))
             self.options = RunOptions(
                 **{
@@ -91,8 +101,9 @@ class Pipeline:
             )
         if sink.exists():
             return True
-        # A checkpoint without its table would resume mid-stream: start both afresh.
+        # A checkpoint or changelog without its table would resume mid-stream: start afresh.
         lakefs.delete(self.spark, self._checkpoint(ref))
+        lakefs.delete(self.spark, changelog_of(ref.path(lake)))
         self._set(job, "snapshotting")
         started = time.monotonic()
         result = snapshot(
@@ -130,7 +141,7 @@ class Pipeline:
     def _starting_offsets(self, job: TableJob) -> str:
         """Where the table's commits say it is; refuses a topic that cannot continue from there."""
         ref = job.ref
-        meta = DeltaSink(self.spark, ref.path(self.settings.lake), ref.name).last_commit()
+        meta = covered(self.spark, ref.path(self.settings.lake))
         job.offsets = {p: int(o) for p, o in (meta.offsets if meta else {}).items()}
         if problem := topic_problem(self.settings.kafka_bootstrap, ref.topic, job.offsets):
             raise ChangelakeError(f"{problem}. {topic_hint(ref.name)}")
@@ -139,27 +150,11 @@ class Pipeline:
         return json.dumps({ref.topic: job.offsets})
 
     def _search(self, job: TableJob) -> SearchSink | None:
-        """The table's index, made ready before the stream starts: rebuilt from the Delta table
-        after a snapshot, or when missing or built for other fields; caught up from it when it
-        is behind (a batch reached Delta but not OpenSearch)."""
         ref = job.ref
         if ref.search is None:
             return None
         sink = SearchSink(self.search_client, ref.search, ref.topic, self.out)
-        delta = DeltaSink(self.spark, ref.path(self.settings.lake), ref.name, ref.soft_delete)
-        meta = delta.last_commit()
-        why = "the table was just snapshotted" if job.snapshotted else None
-        if why is None and meta is not None:
-            why = sink.stale_because(delta.all_rows().schema, meta.key)
-        if why is None and catch_up(self.spark, ref, self.settings.lake, sink, self.out) is None:
-            why = "it is behind the table and the version it reflects is gone"
-        if why is not None:
-            self.out(f"{ref.name}: building its search index, because {why}")
-            done = reindex(self.spark, ref, self.settings.lake, sink, self.out)
-            self.out(
-                f"{ref.name}: indexed {done.docs:,} documents into {done.index} in "
-                f"{done.seconds:.1f}s ({done.docs / max(done.seconds, 1e-9):,.0f} docs/s)"
-            )
+        ready_index(self.spark, ref, self.settings.lake, sink, job.snapshotted, self.out)
         job.snapshotted = False
         return sink
 
@@ -175,7 +170,9 @@ class Pipeline:
             self.settings.kafka_bootstrap,
             self._search(job),
             KeyChangeGuard(ref, self.settings.kafka_bootstrap, self.dsn, self.out),
+            None if self.options.once else self.compactor,  # --once compacts as it ends
         )
+        job.applier = applier
 
         def apply(batch: Any, batch_id: int) -> None:
             try:
@@ -295,6 +292,8 @@ class Pipeline:
     def run(self) -> int:
         self.started_at = datetime.now(UTC).isoformat()
         self._write_state()
+        if not self.options.once:
+            self.compactor.start()
         try:
             while not self._finished():
                 for job in list(self.jobs.values()):
@@ -307,9 +306,20 @@ class Pipeline:
                 else:
                     self._periodic()
                 time.sleep(0.2)
+            if self.options.once and not self.stopping:
+                self._compact_all()
         finally:  # an error leaves no query running in a session the caller may keep
             self._stop_all()
         return self._report()
+
+    def _compact_all(self) -> None:
+        """A `--once` run leaves every table it finished compacted: its base table alone is
+        current, for readers that know nothing of the changelog."""
+        for job in self.jobs.values():
+            if job.state == "done" and job.applier is not None:
+                sealed = job.applier.seal()
+                if sealed is not None:
+                    self.compactor.run(sealed)
 
     def _periodic(self) -> None:
         now = time.monotonic()
@@ -379,6 +389,7 @@ class Pipeline:
                     job.query.awaitTermination(1)
 
     def _stop_all(self) -> None:
+        self.compactor.stop(wait_s=COMPACTION_GRACE_S)
         for job in self.jobs.values():
             if job.query is not None and job.query.isActive:
                 job.query.stop()

@@ -15,6 +15,7 @@ class RunOptions:
     once: bool = False
     resnapshot: tuple[str, ...] = ()
     trigger_seconds: float = 2.0
+    compact_seconds: float = 30.0  # how often a streaming run folds a table's changelog in
     max_records_per_batch: int = 50_000
 
 
@@ -32,3 +33,4 @@ class TableJob:
     changes: int = 0
     errors: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
+    applier: Any = None  # the TableApplier of its running query: --once seals through it

@@ -19,6 +19,7 @@ from pipelines.bench.resources import ResourceSampler
 from pipelines.bench.stats import summarize
 from pipelines.bench.sustained import IndexWatch, Step, judged_by_freshness, run_steps
 from pipelines.bench.visibility import (
+    changelog_commits,
     commits,
     delta_commits,
     freshness_of,
@@ -388,7 +389,7 @@ def _ends(settings: Settings, topic: str) -> dict[int, int]:
 
 def _last_offsets(table: Path) -> dict[int, int]:
     offsets: dict[int, int] = {}
-    for _, meta in commits(table):
+    for _, meta in [*commits(table), *changelog_commits(table)]:
         for p, o in (meta.get("offsets") or {}).items():
             offsets[int(p)] = max(int(o), offsets.get(int(p), 0))
     return offsets

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import kafka_io
+from pipelines.sinks.changelog import changelog_of
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,16 @@ def commits(table_path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def delta_commits(table_path: Path) -> list[Visible]:
-    """Every commit that records how far it applied (ours all do)."""
-    return [Visible(at, int(m["max_lsn"])) for at, m in commits(table_path) if "max_lsn" in m]
+    """Every commit that records how far it applied, of the base table and of its changelog
+    (a change is queryable from its append on: readers see base ⊕ changelog)."""
+    both = [*commits(table_path), *changelog_commits(table_path)]
+    return [Visible(at, int(m["max_lsn"])) for at, m in both if "max_lsn" in m]
+
+
+def changelog_commits(table_path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """`commits` of the base table's changelog (none before its first append)."""
+    log = Path(changelog_of(str(table_path)))
+    return list(commits(log)) if (log / "_delta_log").is_dir() else []
 
 
 def topic_changes(bootstrap: str, topic: str, start: dict[int, int]) -> list[Change]:
@@ -88,7 +97,7 @@ def commit_lags(table_path: Path) -> list[tuple[int, float]]:
     """(commit time ms, seconds by which its newest change was already old): the table's lag as
     each commit left it."""
     lags = []
-    for at, meta in commits(table_path):
+    for at, meta in changelog_commits(table_path):
         if meta.get("kind") == "apply" and meta.get("max_source_ts"):
             newest = datetime.fromisoformat(str(meta["max_source_ts"]).replace("Z", "+00:00"))
             lags.append((at, max(0.0, at / 1000 - newest.timestamp())))

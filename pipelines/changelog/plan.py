@@ -7,11 +7,24 @@ a key's changes reach the WAL in commit order, so the newest LSN is the newest s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, TOASTED
+from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TOASTED
+
+_POSITION = (LSN, OP, SOURCE_TS, PARTITION, OFFSET, TOASTED)
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """The newest truncate a table has seen: every row and change before it is wiped. Kept in
+    commit metadata, so neither a read nor a compaction needs a job to find it."""
+
+    lsn: int
+    source_ts: datetime | None
 
 
 def _position() -> Column:
@@ -75,3 +88,35 @@ def _resolve_toast(
         ),
     )
     return grouped.select(*key, *columns, still.alias(TOASTED))
+
+
+def completed(
+    rows: DataFrame, previous: DataFrame, key: Sequence[str], soft_delete: bool
+) -> DataFrame:
+    """The newest changes made complete from each key's previous row (`previous`: the table as
+    of before them, soft-deleted rows included): an unchanged-TOAST placeholder still open takes
+    the previous value and, for a soft-deleting table, a delete takes the columns of the row it
+    deletes. Rows needing neither pass as they are; `_toasted` is gone from the result."""
+    needs = F.size(F.col(TOASTED)) > 0
+    if soft_delete:
+        needs |= F.col(OP) == "d"
+    data = [c for c in rows.columns if c not in key and c not in _POSITION]
+    have = set(previous.columns)
+    wanting = rows.where(needs)
+    found = previous.join(F.broadcast(wanting.select(*key)), list(key), "left_semi")
+    found = found.select(
+        *key, F.lit(True).alias("_p_found"), *[F.col(c).alias(f"_p_{c}") for c in data if c in have]
+    )
+    joined = wanting.join(found, list(key), "left")
+
+    def value(c: str) -> Column:
+        wanted = F.array_contains(F.col(TOASTED), c)
+        if soft_delete:
+            wanted |= F.col(OP) == "d"
+        if c not in have:
+            return F.col(c)
+        kept = F.col(f"_p_{c}").cast(rows.schema[c].dataType)  # in the batch's own type
+        return F.when(wanted & F.col("_p_found").isNotNull(), kept).otherwise(F.col(c))
+
+    filled = joined.select(*[value(c).alias(c) if c in data else F.col(c) for c in rows.columns])
+    return rows.where(~needs).unionByName(filled).drop(TOASTED)

@@ -47,16 +47,20 @@ def errors_path(settings: Settings) -> str:
 
 
 def register_views(spark: SparkSession, settings: Settings) -> list[str]:
-    """A temporary view per existing Delta table (and `_errors`); returns the view names."""
-    from delta.tables import DeltaTable
+    """A temporary view per existing table, as of its newest change (base ⊕ changelog; a
+    soft-deleting table's deleted rows marked), and `_errors`; returns the view names."""
+    from pipelines.read.table import read_table
+    from pipelines.sinks.delta import delta_exists
 
-    sources = [(ref.name, ref.path(settings.lake)) for ref in tables.captured(settings)]
-    sources.append((ERRORS_VIEW, errors_path(settings)))
     views = []
-    for name, path in sources:
-        if DeltaTable.isDeltaTable(spark, path):
-            spark.read.format("delta").load(path).createOrReplaceTempView(name)
-            views.append(name)
+    for ref in tables.captured(settings):
+        path = ref.path(settings.lake)
+        if delta_exists(spark, path):
+            read_table(spark, path, ref.soft_delete).rows.createOrReplaceTempView(ref.name)
+            views.append(ref.name)
+    if delta_exists(spark, errors_path(settings)):
+        spark.read.format("delta").load(errors_path(settings)).createOrReplaceTempView(ERRORS_VIEW)
+        views.append(ERRORS_VIEW)
     return views
 
 

@@ -1,9 +1,10 @@
 """Build a table's search index from its Delta table, into a fresh generation behind the alias.
 
-The build reads one pinned version of the table. A pipeline may go on writing while it runs,
-through the alias into the old generation; so once the alias has moved, the versions committed
-meanwhile are replayed into the new one: rows changed since (by LSN) are indexed again, keys gone
-since are deleted. External versions make both safe to overlap with the pipeline's own writes.
+The build reads the table pinned (base ⊕ changelog at one pair of versions). A pipeline may go
+on writing while it runs, through the alias into the old generation; so once the alias has
+moved, what was committed meanwhile is replayed into the new one: rows changed since (by LSN)
+are indexed again, keys gone since are deleted. External versions make both safe to overlap
+with the pipeline's own writes.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines.changelog.decode import LSN, OP
 from pipelines.exceptions import ConfigError
+from pipelines.read.table import TableRead, read_table, truncate_of
 from pipelines.search.bulk import BulkResult, Rejected
-from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
+from pipelines.sinks.delta import ErrorsSink, delta_exists
 from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.tables import TableRef
 
@@ -35,19 +37,23 @@ class ReindexResult:
 def reindex(
     spark: SparkSession, table: TableRef, lake: str, sink: SearchSink, out: Callable[[str], None]
 ) -> ReindexResult:
-    """A fresh generation from the newest Delta version, the alias moved to it, and what was
+    """A fresh generation from the table's newest read, the alias moved to it, and what was
     committed meanwhile replayed into it."""
-    delta = _delta(spark, table, lake)
-    first, meta = delta.latest()
+    first = _read(spark, table, lake)
+    meta = first.meta
     if meta is None or not meta.key:
-        raise ConfigError(f"{table.name}: the Delta table at {delta.path} records no key")
-    rows = delta.live_rows(first)
-    out(f"{table.name}: building a new index for alias {sink.alias} from Delta version {first}")
+        raise ConfigError(f"{table.name}: the Delta table at {table.path(lake)} records no key")
+    rows = first.live()
+    out(
+        f"{table.name}: building a new index for alias {sink.alias} from Delta version "
+        f"{first.base_version}" + (" and its changelog" if first.pending is not None else "")
+    )
     built = sink.build(rows, rows.schema, meta.key)
-    final, caught = replay_since(delta, sink, meta.key, first)
+    final = _read(spark, table, lake)
+    caught = replay_between(rows, final.live(), sink, meta.key)
     rejected = built.rejected + caught.rejected
     _dead_letters(spark, table, lake, built.index, rejected, out)
-    newest = final or meta
+    newest = final.meta or meta
     sink.record(newest.max_lsn, newest.max_source_ts)
     return ReindexResult(
         built.index, built.docs, built.seconds, caught.written, newest.max_lsn, len(rejected)
@@ -57,36 +63,61 @@ def reindex(
 def catch_up(
     spark: SparkSession, table: TableRef, lake: str, sink: SearchSink, out: Callable[[str], None]
 ) -> int | None:
-    """Bring an index that is behind its Delta table up to it, from the Delta version it last
-    reflected (changes a failed batch committed to Delta before OpenSearch took them). The
-    documents written, or None when that version cannot be found (then rebuild instead)."""
-    delta = _delta(spark, table, lake)
-    _, meta = delta.latest()
-    applied = sink.applied_lsn()
+    """Bring an index that is behind its table up to it: the changes a failed batch appended
+    before OpenSearch took them. They are all in the changelog still, because an epoch is
+    sealed for compaction only after its batches reached the index. The documents written, or
+    None when the base table holds changes the index lacks (then rebuild instead)."""
+    read = _read(spark, table, lake)
+    meta, applied = read.meta, sink.applied_lsn()
     if meta is None or applied is None:
         return None
     if applied >= meta.max_lsn:
         return 0
-    since = delta.version_at_lsn(applied)
-    if since is None:
+    if read.base_meta is not None and read.base_meta.max_lsn > applied:
         return None
-    out(f"{table.name}: the index is behind its table; replaying Delta since version {since}")
-    final, caught = replay_since(delta, sink, meta.key, since)
+    out(f"{table.name}: the index is behind its table; replaying the changelog since LSN {applied}")
+    truncate = truncate_of(meta)
+    if read.pending is None and truncate is None:
+        return 0
+    changes = read.pending if read.pending is not None else read.rows.limit(0)
+    lsn = truncate.lsn if truncate is not None and truncate.lsn > applied else None
+    caught = sink.apply(changes, meta.key, lsn)  # LSN-versioned: what it has stays
     _dead_letters(spark, table, lake, sink.alias, caught.rejected, out)
-    newest = final or meta
-    sink.record(newest.max_lsn, newest.max_source_ts)
+    sink.record(meta.max_lsn, meta.max_source_ts)
     return caught.written
 
 
-def replay_since(
-    delta: DeltaSink, sink: SearchSink, key: tuple[str, ...], since: int
-) -> tuple[CommitMeta | None, BulkResult]:
-    """Send the index what changed in the Delta table after version `since`."""
-    last, newest = delta.latest()
-    if last == since:
-        return newest, BulkResult()
+def ready_index(
+    spark: SparkSession,
+    table: TableRef,
+    lake: str,
+    sink: SearchSink,
+    snapshotted: bool,
+    out: Callable[[str], None],
+) -> None:
+    """Make a table's index ready before its stream starts: rebuilt after a snapshot, or when
+    missing or built for other fields; caught up when it is behind (a batch reached Delta but
+    not OpenSearch)."""
+    read = _read(spark, table, lake)
+    why = "the table was just snapshotted" if snapshotted else None
+    if why is None and read.meta is not None:
+        why = sink.stale_because(read.rows.schema, read.meta.key)
+    if why is None and catch_up(spark, table, lake, sink, out) is None:
+        why = "it is behind the table by changes compacted since"
+    if why is not None:
+        out(f"{table.name}: building its search index, because {why}")
+        done = reindex(spark, table, lake, sink, out)
+        out(
+            f"{table.name}: indexed {done.docs:,} documents into {done.index} in "
+            f"{done.seconds:.1f}s ({done.docs / max(done.seconds, 1e-9):,.0f} docs/s)"
+        )
+
+
+def replay_between(
+    before: DataFrame, now: DataFrame, sink: SearchSink, key: tuple[str, ...]
+) -> BulkResult:
+    """Send the index what changed between two reads of a table (pinned, so both stay put)."""
     columns = list(key)
-    before, now = delta.live_rows(since), delta.live_rows(last)
     # By (key, LSN), not by "LSN above the old highest": transactions commit out of LSN order,
     # so a row changed meanwhile can carry a lower LSN than some row already indexed.
     changed = now.join(before.select(*columns, LSN), [*columns, LSN], "left_anti")
@@ -98,18 +129,17 @@ def replay_since(
         .withColumn(LSN, F.col(LSN) + 1)
         .withColumn(OP, F.lit("d"))
     )
-    result = sink.apply(changed.unionByName(gone, allowMissingColumns=True), key, None, None)
-    return newest, result
+    return sink.apply(changed.unionByName(gone, allowMissingColumns=True), key, None)
 
 
-def _delta(spark: SparkSession, table: TableRef, lake: str) -> DeltaSink:
-    delta = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
-    if not delta.exists():
+def _read(spark: SparkSession, table: TableRef, lake: str) -> TableRead:
+    path = table.path(lake)
+    if not delta_exists(spark, path):
         raise ConfigError(
-            f"{table.name}: no Delta table at {delta.path} to index",
+            f"{table.name}: no Delta table at {path} to index",
             "run `changelake run` first; it snapshots the table and builds its index",
         )
-    return delta
+    return read_table(spark, path, table.soft_delete)
 
 
 def _dead_letters(

@@ -24,9 +24,10 @@ from confluent_kafka import KafkaException
 from pipelines import kafka_io, tables
 from pipelines.exceptions import ChangelakeError
 from pipelines.read.query import errors_path, grid
+from pipelines.read.table import TableRead, read_table
 from pipelines.search.client import SearchClient
 from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
-from pipelines.sinks.delta import DELETED, CommitMeta, DeltaSink
+from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists
 from pipelines.sinks.search import SearchSink
 from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
@@ -116,13 +117,13 @@ def _alive(pid: int) -> bool:
 def _table_report(
     spark: SparkSession, settings: Settings, ref: TableRef, marks: Marks | None
 ) -> dict[str, Any]:
-    sink = DeltaSink(spark, ref.path(settings.lake), ref.name, ref.soft_delete)
-    exists = sink.exists()
-    meta = sink.last_commit() if exists else None
+    path = ref.path(settings.lake)
+    read = read_table(spark, path, ref.soft_delete) if delta_exists(spark, path) else None
+    meta = read.meta if read is not None else None
     lsn = meta.max_lsn if meta else None
     return {
-        "exists": exists,
-        **(_row_counts(spark, sink) if exists else {"rows": None, "soft_deleted": None}),
+        "exists": read is not None,
+        **(_row_counts(read) if read is not None else {"rows": None, "soft_deleted": None}),
         "applied_lsn": lsn,
         "applied_lsn_pg": pg_lsn(lsn) if lsn is not None else None,
         "source_commit_time": meta.max_source_ts if meta else None,
@@ -155,12 +156,12 @@ def _index_report(
     return report
 
 
-def _row_counts(spark: SparkSession, sink: DeltaSink) -> dict[str, int | None]:
+def _row_counts(read: TableRead) -> dict[str, int | None]:
     """Live rows; a soft-delete table also reports the rows marked deleted (kept, not counted)."""
     from pyspark.sql import functions as F
 
-    df = spark.read.format("delta").load(sink.path)
-    if not sink.soft_delete:
+    df = read.rows
+    if not read.soft_delete:
         return {"rows": df.count(), "soft_deleted": None}
     row = df.agg(
         F.count(F.when(~F.col(DELETED), True)), F.count(F.when(F.col(DELETED), True))

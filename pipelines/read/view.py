@@ -8,39 +8,30 @@ key; a changelog row is shown unless the base already holds that key at an equal
 
 The changelog rows this expects are complete: the append resolved unchanged-TOAST placeholders
 and, for soft-deleting tables, gave each delete the columns of the row it deletes. A truncate is
-a changelog row of op `t` (no key): it wipes every row and change with a lower LSN; the
-newest one reaches the read as a `Truncate` (the writer keeps it in its commit metadata).
+not a row: it wipes every row and change with a lower LSN, and the newest one reaches the read
+as a `Truncate` (the appends carry it in their commit metadata).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.changelog.decode import LSN, OP, SOURCE_TS
-from pipelines.changelog.plan import latest_per_key
+from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TOASTED
+from pipelines.changelog.plan import Truncate, latest_per_key
+from pipelines.sinks.changelog import EPOCH
 from pipelines.sinks.delta import DELETED, DELETED_AT
 
 _CL_LSN = "_view_changelog_lsn"
+_WHERE_FROM = (PARTITION, OFFSET, EPOCH, TOASTED)  # changelog columns that are not the table's
 
 
 def newest_changes(changelog: DataFrame, key: Sequence[str]) -> DataFrame:
     """The newest change per key, by (LSN, partition, offset), as merge planning picks it: a
     replay of a change already in the changelog, or an older one, changes nothing."""
     return latest_per_key(changelog.where(F.col(OP) != "t"), key)
-
-
-@dataclass(frozen=True)
-class Truncate:
-    """The newest truncate among the changelog rows: every row and change before it is wiped.
-    Kept by the writer in its commit metadata, so a read needs no job to find it."""
-
-    lsn: int
-    source_ts: datetime | None
 
 
 def _aligned(changelog: DataFrame, base: DataFrame) -> DataFrame:
@@ -50,6 +41,21 @@ def _aligned(changelog: DataFrame, base: DataFrame) -> DataFrame:
         F.lit(None).cast(f.dataType).alias(f.name) for f in base.schema if f.name not in have
     ]
     return changelog.select("*", *missing)
+
+
+def _widened(base: DataFrame, changelog: DataFrame) -> DataFrame:
+    """The base table with the columns the changelog has gained and the types it has widened
+    since the last compaction (the compaction brings the base table itself up to them)."""
+    wider = {f.name: f.dataType for f in changelog.schema if f.name not in _WHERE_FROM}
+    kept = [
+        F.col(f.name).cast(wider[f.name]).alias(f.name)
+        if f.name in wider and wider[f.name] != f.dataType
+        else F.col(f.name)
+        for f in base.schema
+    ]
+    have = set(base.columns)
+    added = [F.lit(None).cast(t).alias(n) for n, t in wider.items() if n not in have]
+    return base.select(*kept, *added)
 
 
 def _wiped(lsn: Column, truncate: Truncate | None) -> Column:
@@ -63,8 +69,10 @@ def current_rows(
     truncate: Truncate | None = None,
     soft_delete: bool = False,
 ) -> DataFrame:
-    """Every row of the table as of its newest change, in the base table's columns: deleted rows
-    left out, or (soft-deleting tables) kept with `_cdc_deleted` set."""
+    """Every row of the table as of its newest change, in the base table's columns (and those
+    the changelog added): deleted rows left out, or (soft-deleting tables) kept with
+    `_cdc_deleted` set."""
+    base = _widened(base, changelog)
     columns = base.columns
     changelog = _aligned(changelog, base)
     changes = F.broadcast(newest_changes(changelog, key))

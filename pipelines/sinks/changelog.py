@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from pipelines.sinks.delta import CommitMeta, newest_commit
+from pipelines.changelog.decode import OFFSET, PARTITION
+from pipelines.sinks.delta import META_COLUMNS, CommitMeta, delta_exists, newest_commit
 
 EPOCH = "_cdc_epoch"
 CHANGELOGS = "_changelog"  # beside the base tables: <lake>/_changelog/<schema>/<table>
@@ -23,6 +25,12 @@ CHANGELOGS = "_changelog"  # beside the base tables: <lake>/_changelog/<schema>/
 
 def changelog_path(lake: str, schema: str, table: str) -> str:
     return f"{lake.rstrip('/')}/{CHANGELOGS}/{schema}/{table}"
+
+
+def changelog_of(base_path: str) -> str:
+    """The changelog of the base table at `<lake>/<schema>/<table>`."""
+    lake, schema, table = base_path.rstrip("/").rsplit("/", 2)
+    return changelog_path(lake, schema, table)
 
 
 class ChangelogSink:
@@ -62,6 +70,15 @@ class ChangelogSink:
         from delta.tables import DeltaTable
 
         DeltaTable.forPath(self.spark, self.path).delete(F.col(EPOCH) <= F.lit(epoch))
+
+    def exists(self) -> bool:
+        return delta_exists(self.spark, self.path)
+
+    def data_schema(self) -> T.StructType:
+        """The table's columns, without where each row came from."""
+        skip = {*META_COLUMNS, PARTITION, OFFSET, EPOCH}
+        schema = self.spark.read.format("delta").load(self.path).schema
+        return T.StructType([f for f in schema.fields if f.name not in skip])
 
     def last_commit(self) -> CommitMeta | None:
         """The newest append's metadata (None before the first)."""

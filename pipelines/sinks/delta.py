@@ -1,8 +1,9 @@
-"""One derived Delta table: created by one snapshot append, then changed by one MERGE per batch.
+"""A table's base Delta table: created by one snapshot append, then changed by one MERGE per
+compaction (the batches append to its changelog, see sinks/changelog.py).
 
 Every commit records, in its userMetadata, the Kafka offsets it covers (the next offset to read
 per partition), the highest LSN and source commit time applied, and the key. A MERGE is made
-idempotent by Delta's transaction identifiers (application id + batch version); the LSN guard
+idempotent by Delta's transaction identifiers (application id + compacted epoch); the LSN guard
 makes any replayed change a no-op as well.
 """
 
@@ -16,10 +17,12 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.changelog.decode import LSN, OP, SOURCE_TS, TOASTED
+from pipelines.changelog.decode import LSN, OP, SOURCE_TS
 from pipelines.changelog.evolution import Evolution
+from pipelines.changelog.plan import Truncate
 
 DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
 META_COLUMNS = (LSN, OP, SOURCE_TS)
@@ -72,6 +75,30 @@ def newest_commit(spark: SparkSession, path: str) -> CommitMeta | None:
     return latest_commit(spark, path)[1]
 
 
+def delta_exists(spark: SparkSession, path: str) -> bool:
+    if DeltaTable.isDeltaTable(spark, path):
+        return True
+    # isDeltaTable answers from a log cached per path: if this session first looked while
+    # another process had only created the empty _delta_log, it keeps saying no. forPath
+    # reads the log afresh (and refreshes the cache).
+    try:
+        DeltaTable.forPath(spark, path)
+    except AnalysisException:
+        return False
+    return True
+
+
+def evolve(spark: SparkSession, path: str, evolution: Evolution) -> None:
+    """Columns added and types widened, as `evolution` says, in the Delta table at `path`."""
+    table = f"delta.{q(path)}"
+    if evolution.add:
+        cols = ", ".join(f"{q(f.name)} {f.dataType.simpleString()}" for f in evolution.add)
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({cols})")
+    for f in evolution.widen:
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        spark.sql(f"ALTER TABLE {table} ALTER COLUMN {q(f.name)} TYPE {f.dataType.simpleString()}")
+
+
 def q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -81,46 +108,11 @@ class DeltaSink:
         self.spark, self.path, self.name, self.soft_delete = spark, path, name, soft_delete
 
     def exists(self) -> bool:
-        if DeltaTable.isDeltaTable(self.spark, self.path):
-            return True
-        # isDeltaTable answers from a log cached per path: if this session first looked while
-        # another process had only created the empty _delta_log, it keeps saying no. forPath
-        # reads the log afresh (and refreshes the cache).
-        try:
-            DeltaTable.forPath(self.spark, self.path)
-        except AnalysisException:
-            return False
-        return True
-
-    def last_commit(self) -> CommitMeta | None:
-        """The newest commit that says what it covers (schema changes record nothing)."""
-        return self.latest()[1] if self.exists() else None
+        return delta_exists(self.spark, self.path)
 
     def latest(self) -> tuple[int, CommitMeta | None]:
         """The table's newest version, and the newest commit metadata at or before it."""
         return latest_commit(self.spark, self.path)
-
-    def version_at_lsn(self, lsn: int) -> int | None:
-        """The newest version whose commit covers no change above `lsn` (a commit's max_lsn
-        never decreases), or None if even the first one does."""
-        history = DeltaTable.forPath(self.spark, self.path).history()
-        for version, text in history.select("version", "userMetadata").collect():
-            meta = CommitMeta.parse(text)
-            if meta is not None and meta.max_lsn <= lsn:
-                return int(version)
-        return None
-
-    def all_rows(self) -> DataFrame:
-        """Every row as stored now, soft-deleted ones included."""
-        return self.spark.read.format("delta").load(self.path)
-
-    def live_rows(self, version: int | None = None) -> DataFrame:
-        """The rows a reader sees (soft-deleted ones left out), at `version` or the newest."""
-        reader = self.spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        rows = reader.load(self.path)
-        return rows.where(~rows[DELETED]) if self.soft_delete else rows
 
     def data_schema(self) -> T.StructType:
         skip = {*META_COLUMNS, *SOFT_COLUMNS}
@@ -130,8 +122,6 @@ class DeltaSink:
     def create(self, rows: DataFrame, meta: CommitMeta) -> None:
         """The snapshot: one append that creates the table and records the offsets it covers."""
         if self.soft_delete:
-            from pyspark.sql import functions as F
-
             rows = rows.withColumn(DELETED, F.lit(False)).withColumn(
                 DELETED_AT, F.lit(None).cast("timestamp")
             )
@@ -144,47 +134,32 @@ class DeltaSink:
         )
 
     def evolve(self, evolution: Evolution) -> None:
-        table = f"delta.{q(self.path)}"
-        if evolution.add:
-            cols = ", ".join(f"{q(f.name)} {f.dataType.simpleString()}" for f in evolution.add)
-            self.spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({cols})")
-        for f in evolution.widen:
-            self.spark.sql(
-                f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"
-            )
-            self.spark.sql(
-                f"ALTER TABLE {table} ALTER COLUMN {q(f.name)} TYPE {f.dataType.simpleString()}"
-            )
+        evolve(self.spark, self.path, evolution)
 
     def merge(
         self,
         rows: DataFrame,
         key: Sequence[str],
-        truncate_lsn: int | None,
-        toast: bool,
+        truncate: Truncate | None,
         meta: CommitMeta,
         app_id: str,
         version: int,
     ) -> None:
-        """ONE MERGE of the batch's newest change per key, LSN-guarded, as one idempotent commit."""
+        """ONE MERGE of the newest change per key, LSN-guarded, as one idempotent commit.
+        `truncate`: one the rows come after, not applied to this table yet."""
         spark = rows.sparkSession
-        data = [c for c in rows.columns if c not in key and c not in META_COLUMNS and c != TOASTED]
+        data = [c for c in rows.columns if c not in key and c not in META_COLUMNS]
         spark.conf.set(_TXN_APP, app_id)
         spark.conf.set(_TXN_VERSION, str(version))
         spark.conf.set(_USER_METADATA, meta.to_json())
         try:
-            self._merge_builder(rows, key, data, truncate_lsn, toast).execute()
+            self._merge_builder(rows, key, data, truncate).execute()
         finally:
             for conf in (_TXN_APP, _TXN_VERSION, _USER_METADATA):
                 spark.conf.unset(conf)
 
     def _merge_builder(
-        self,
-        rows: DataFrame,
-        key: Sequence[str],
-        data: Sequence[str],
-        truncate_lsn: int | None,
-        toast: bool,
+        self, rows: DataFrame, key: Sequence[str], data: Sequence[str], truncate: Truncate | None
     ) -> Any:
         target = DeltaTable.forPath(rows.sparkSession, self.path)
         on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in key)
@@ -192,7 +167,7 @@ class DeltaSink:
         is_delete = f"s.{q(OP)} = 'd'"
         meta: dict[str, str | Column] = {c: f"s.{q(c)}" for c in META_COLUMNS}
         values: dict[str, str | Column] = {**{c: f"s.{q(c)}" for c in (*key, *data)}, **meta}
-        update: dict[str, str | Column] = {c: self._kept_if_toasted(c, toast) for c in data}
+        update: dict[str, str | Column] = {c: f"s.{q(c)}" for c in data}
         update |= meta
         if self.soft_delete:
             values |= {DELETED: "false", DELETED_AT: "null"}
@@ -206,23 +181,16 @@ class DeltaSink:
             builder = builder.whenMatchedDelete(f"{is_delete} AND {newer}")
         builder = builder.whenMatchedUpdate(newer, update)
         builder = builder.whenNotMatchedInsert(f"NOT {is_delete}", values)
-        if truncate_lsn is not None:
-            wiped = f"t.{q(LSN)} < {int(truncate_lsn)}"
-            if self.soft_delete:
+        if truncate is not None:
+            wiped = f"t.{q(LSN)} < {int(truncate.lsn)}"
+            if self.soft_delete:  # stamped with the truncate's time, as readers show it
+                at = F.lit(truncate.source_ts).cast("timestamp")
                 builder = builder.whenNotMatchedBySourceUpdate(
-                    wiped, {DELETED: "true", DELETED_AT: "current_timestamp()"}
+                    f"{wiped} AND NOT t.{q(DELETED)}", {DELETED: F.lit(True), DELETED_AT: at}
                 )
             else:
                 builder = builder.whenNotMatchedBySourceDelete(wiped)
         return builder
-
-    @staticmethod
-    def _kept_if_toasted(col: str, toast: bool) -> str:
-        if not toast:
-            return f"s.{q(col)}"
-        return (
-            f"CASE WHEN array_contains(s.{q(TOASTED)}, '{col}') THEN t.{q(col)} ELSE s.{q(col)} END"
-        )
 
 
 class ErrorsSink:

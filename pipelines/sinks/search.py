@@ -19,10 +19,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, TOASTED
+from pipelines.changelog.decode import LSN, OFFSET, PARTITION
 from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.search.bulk import BulkResult, BulkWriter, Doc, Rejected
 from pipelines.search.client import SearchApiError, SearchClient
@@ -93,18 +92,11 @@ class SearchSink:
         self._drop_older(index)
         return BuildResult(index, result.written, time.monotonic() - started, result.rejected)
 
-    def apply(
-        self,
-        rows: DataFrame,
-        key: tuple[str, ...],
-        truncate_lsn: int | None,
-        stored: Callable[[], DataFrame] | None,
-    ) -> BulkResult:
-        """One batch: the truncate, then each key's newest change. `stored` (given when the batch
-        had unresolved TOAST placeholders) reads the Delta table after its MERGE."""
+    def apply(self, rows: DataFrame, key: tuple[str, ...], truncate_lsn: int | None) -> BulkResult:
+        """One batch: the truncate, then each key's newest change (complete: no placeholders)."""
         if truncate_lsn is not None:
             self._truncate(truncate_lsn)
-        docs = documents(self._resolved(rows, key, stored), self.spec, key)
+        docs = documents(rows, self.spec, key)
         return self.writer.write(_docs(docs), self.alias, True)
 
     def record(self, lsn: int, source_ts: str | None) -> None:
@@ -125,19 +117,6 @@ class SearchSink:
                 raise
 
     # --- pieces --------------------------------------------------------------------------------
-    def _resolved(
-        self, rows: DataFrame, key: tuple[str, ...], stored: Callable[[], DataFrame] | None
-    ) -> DataFrame:
-        """Rows whose indexed column is still a TOAST placeholder take the stored row instead
-        (the MERGE kept its value), with the stored row's own LSN."""
-        if stored is None or TOASTED not in rows.columns:
-            return rows
-        names = F.array(*[F.lit(c) for c, _ in self.spec.fields])
-        hole = F.arrays_overlap(F.col(TOASTED), names) & (F.col(OP) != "d")
-        holes = rows.where(hole).select(*key)
-        current = stored().join(holes, list(key), "left_semi")
-        return rows.where(~hole).unionByName(current, allowMissingColumns=True)
-
     def _create(self, schema: T.StructType, key: tuple[str, ...]) -> str:
         index = f"{self.alias}-{datetime.now(UTC):%Y%m%d%H%M%S}-{secrets.token_hex(3)}"
         body = {

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from pipelines import kafka_io
+from pipelines.read.table import read_table
 from pipelines.settings import Settings
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import changelake
@@ -30,7 +31,7 @@ def ddl(t: str) -> list[str]:
 
 
 def lake_rows(p: Pipeline, t: str) -> list[tuple[int, str]]:
-    frame = p.spark.read.format("delta").load(p.path(t)).select("id", "name").orderBy("id")
+    frame = read_table(p.spark, p.path(t)).rows.select("id", "name").orderBy("id")
     return [(int(r[0]), str(r[1])) for r in frame.collect()]
 
 

@@ -43,19 +43,27 @@ def test_sigkill_during_snapshot_batch_and_after_commit(
     p.run_once()
     p.assert_equal(t, ["id"])
 
-    # 2. During a batch, before its MERGE: nothing of it is in the table yet.
+    # 2. During a batch, before its append: nothing of it is in the changelog yet.
     churn(p, t, 1)
     p.caught_up()
-    proc = p.start(fault=f"before-merge:{t}")
-    p.kill_when_paused(proc, "before-merge", t)
+    proc = p.start(fault=f"before-append:{t}")
+    p.kill_when_paused(proc, "before-append", t)
 
-    # 3. After the MERGE committed, before Spark's checkpoint recorded the batch: the restart
-    #    replays the batch, which Delta's transaction id and the LSN guard make a no-op.
+    # 3. After the append committed, before Spark's checkpoint recorded the batch: the restart
+    #    replays the batch, whose append Delta's transaction id makes a no-op.
     churn(p, t, 2)
     p.caught_up()
     proc = p.start(fault=f"after-commit:{t}")
     p.kill_when_paused(proc, "after-commit", t)
 
+    # 4. During the compaction that ends a --once run, after its MERGE committed and before the
+    #    compacted epochs left the changelog: readers skip them by the base table's epoch, and
+    #    the next compaction deletes them.
     churn(p, t, 3)
+    proc = p.start("--once", fault=f"after-compaction-merge:{t}")
+    p.kill_when_paused(proc, "after-compaction-merge", t)
+    p.assert_equal(t, ["id"])
+
+    churn(p, t, 4)
     p.run_once()
     p.assert_equal(t, ["id"])

@@ -228,4 +228,6 @@ def test_index_catches_up_after_an_outage_and_reindexes_under_load(
     assert proc.returncode == 0, output
     assert "opensearch: OpenSearch is not reachable" in output, output
     assert f"{t}: batch failed (" in output, output
-    assert f"{t}: the index is behind its table; replaying Delta since version" in output, output
+    assert f"{t}: the index is behind its table; replaying the changelog since LSN" in output, (
+        output
+    )

@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from pipelines.changelog.evolution import reconcile, widens
 from pipelines.changelog.exceptions import SchemaError
-from pipelines.changelog.plan import after_truncate, latest_per_key
+from pipelines.changelog.plan import after_truncate, completed, latest_per_key
 from pipelines.spark import artifact_name
 
 COLUMNS = (
@@ -78,6 +78,34 @@ def test_a_truncate_drops_every_change_before_it(spark: SparkSession) -> None:
 
 def struct(**fields: T.DataType) -> T.StructType:
     return T.StructType([T.StructField(n, t) for n, t in fields.items()])
+
+
+@pytest.mark.parametrize("soft", [False, True])
+def test_open_placeholders_and_soft_deletes_are_completed_from_the_previous_row(
+    spark: SparkSession, soft: bool
+) -> None:
+    newest = spark.createDataFrame(
+        [
+            (1, None, 5, "u", 30, ["note"], 0, 7),  # placeholder: the stored note stays
+            (2, None, 6, "u", 31, ["note"], 0, 8),  # placeholder, no previous row: stays NULL
+            (3, "new", 7, "u", 32, [], 0, 9),  # complete already
+            (4, None, None, "d", 33, [], 0, 10),  # a soft delete keeps the deleted row's columns
+        ],
+        COLUMNS,
+    )
+    previous = spark.createDataFrame(
+        [(1, "kept", 1, "c", 10), (3, "old", 1, "c", 11), (4, "gone", 2, "c", 12)],
+        "id int, note string, n int, _cdc_op string, _cdc_lsn long",
+    )
+    out = completed(newest, previous, ["id"], soft)
+    assert "_toasted" not in out.columns
+    got = {r["id"]: (r["note"], r["n"], r["_cdc_lsn"]) for r in out.collect()}
+    assert got == {
+        1: ("kept", 5, 30),
+        2: (None, 6, 31),
+        3: ("new", 7, 32),
+        4: ("gone", 2, 33) if soft else (None, None, 33),
+    }
 
 
 def test_reconcile_adds_columns_and_widens_types() -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.read.view import Truncate, current_rows
+from pipelines.changelog.plan import Truncate
+from pipelines.read.view import current_rows
 
 BASE = "id long, v string, _cdc_lsn long, _cdc_op string, _cdc_source_ts timestamp"
 SOFT = BASE + ", _cdc_deleted boolean, _cdc_deleted_at timestamp"

@@ -13,6 +13,7 @@ from psycopg import sql
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from pipelines.read.table import read_table
 from pipelines.read.verify.diff import Differences
 from pipelines.read.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
 from pipelines.read.verify.sides import (
@@ -27,7 +28,7 @@ from pipelines.read.verify.sides import (
 from pipelines.read.verify.wait import wait_applied
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
-from pipelines.sinks.delta import DeltaSink
+from pipelines.sinks.delta import delta_exists
 from pipelines.sinks.search import SearchSink
 from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
@@ -105,8 +106,10 @@ def _check(
     step: int,
     out: Out,
 ) -> TableCheck:
-    delta = DeltaSink(spark, ref.path(settings.lake), ref.name, ref.soft_delete)
-    meta = delta.last_commit()
+    read = None
+    if delta_exists(spark, ref.path(settings.lake)):
+        read = read_table(spark, ref.path(settings.lake), ref.soft_delete)
+    meta = read.meta if read is not None else None
     types = _columns(conn, ref)
     key = [KeyColumn(k, types.get(k, "") in TEXT_TYPES) for k in (meta.key if meta else ())]
     check = TableCheck(
@@ -116,7 +119,8 @@ def _check(
         check.delta.samples.append("no Delta table (or no key recorded): nothing to compare")
         check.delta.missing = _count(conn, ref)
         return check
-    frame = lake_frame(delta.all_rows(), ref.soft_delete).persist()
+    assert read is not None
+    frame = lake_frame(read.rows, ref.soft_delete).persist()
     try:
         _compare(conn, client, ref, frame, key, types, check, step, out)
     finally:

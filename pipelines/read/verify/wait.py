@@ -16,9 +16,9 @@ from pyspark.sql import SparkSession
 from pipelines import kafka_io
 from pipelines.capture.topics import wait_caught_up
 from pipelines.exceptions import ChangelakeError
+from pipelines.read.table import covered
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
-from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef
 
@@ -73,7 +73,7 @@ def _behind(
     settings: Settings, spark: SparkSession, client: SearchClient, ref: TableRef, ends: Ends
 ) -> str | None:
     """Why the table (or its index) has not applied up to `ends` yet, or None."""
-    meta = DeltaSink(spark, ref.path(settings.lake), ref.name).last_commit()
+    meta = covered(spark, ref.path(settings.lake))
     if meta is None:
         return "no Delta table yet" if ends else None
     for partition, end in ends.items():
