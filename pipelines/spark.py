@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 PACKAGE_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
+PACKAGE_POOLS = Path(__file__).resolve().parent / "fairscheduler.xml"
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 
 
@@ -83,6 +84,8 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
             f"-Dlog4j2.configurationFile=file:{PACKAGE_LOG4J} -Dlog4j2.statusLoggerLevel=ERROR",
         )
         .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.scheduler.mode", "FAIR")
+        .config("spark.scheduler.allocation.file", f"file:{PACKAGE_POOLS}")
         # Delta rebuilds a table's state with this many tasks (default 50): a few suffice here.
         .config("spark.databricks.delta.snapshotPartitions", "2")
     )

@@ -11,6 +11,7 @@ of epochs no append writes to, so it never conflicts with the stream.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from pipelines.sinks.delta import CommitMeta, DeltaSink
 from pipelines.tables import TableRef
 
 Out = Callable[[str], None]
+POOL = "compaction"  # its Spark scheduler pool, see fairscheduler.xml
+VACUUM_EVERY_S = 3600.0  # how often a running pipeline removes a changelog's dropped files
 
 
 @dataclass(frozen=True)
@@ -119,14 +122,35 @@ class Compactor:
     def run(self, sealed: Sealed) -> None:
         """One compaction now, on the caller's thread (a `--once` run ends with these)."""
         started = time.monotonic()
+        name = sealed.table.name
         merged = compact(self.spark, self.lake, self.run_dir, sealed)
         if merged:
             self.out(
-                f"{sealed.table.name}: compacted changelog epochs through {sealed.epoch} into "
-                f"the base table in {time.monotonic() - started:.1f}s"
+                f"{name}: compacted changelog epochs through {sealed.epoch} into the base table "
+                f"in {time.monotonic() - started:.1f}s"
             )
+        self._vacuum_if_due(sealed.table)
+
+    def _vacuum_if_due(self, table: TableRef) -> None:
+        """At most once an interval per table, across runs (a `--once` run every minute included):
+        the due times live in the run directory. A table's first interval starts at its first
+        compaction."""
+        path = self.run_dir / "vacuum-due.json"
+        due = json.loads(path.read_text()) if path.exists() else {}
+        key = table.path(self.lake)
+        if key in due and time.time() < float(due[key]):
+            return
+        if key in due:
+            ChangelogSink(self.spark, changelog_of(key)).vacuum()
+        due[key] = time.time() + VACUUM_EVERY_S
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(due, indent=2))
+        tmp.replace(path)
 
     def _loop(self) -> None:
+        # Its jobs share the cores with the stream's batches by weight (fairscheduler.xml).
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
         while True:
             with self.changed:
                 while not self.waiting and not self.stopping:

@@ -17,10 +17,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.decode import OFFSET, PARTITION
-from pipelines.sinks.delta import META_COLUMNS, CommitMeta, delta_exists, newest_commit
+from pipelines.sinks.delta import META_COLUMNS, CommitMeta, delta_exists, newest_commit, q
 
 EPOCH = "_cdc_epoch"
 CHANGELOGS = "_changelog"  # beside the base tables: <lake>/_changelog/<schema>/<table>
+KEEP_DROPPED_HOURS = 1  # a dropped epoch's files stay on disk this long (then VACUUM)
 
 
 def changelog_path(lake: str, schema: str, table: str) -> str:
@@ -52,6 +53,7 @@ class ChangelogSink:
             .option("userMetadata", meta.to_json())
             .option("mergeSchema", "true")
             .option("delta.enableDeletionVectors", "false")
+            .option("delta.deletedFileRetentionDuration", f"interval {KEEP_DROPPED_HOURS} hours")
             .save(self.path)
         )
 
@@ -70,6 +72,12 @@ class ChangelogSink:
         from delta.tables import DeltaTable
 
         DeltaTable.forPath(self.spark, self.path).delete(F.col(EPOCH) <= F.lit(epoch))
+
+    def vacuum(self) -> None:
+        """Remove the files of epochs dropped more than KEEP_DROPPED_HOURS ago (a reader that
+        pinned a version before their drop has had that long to finish)."""
+        # LITE finds them in the log instead of listing every file: seconds, not half a minute.
+        self.spark.sql(f"VACUUM delta.{q(self.path)} LITE").collect()
 
     def exists(self) -> bool:
         return delta_exists(self.spark, self.path)

@@ -9,7 +9,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pipelines.sinks.changelog import ChangelogSink, changelog_path
-from pipelines.sinks.delta import CommitMeta
+from pipelines.sinks.delta import CommitMeta, latest_commit
 
 ROWS = "id long, v string, _cdc_lsn long, _cdc_op string, _kafka_partition int, _kafka_offset long"
 
@@ -38,7 +38,11 @@ def test_appends_replays_new_columns_and_dropped_epochs(
     ]
     assert [r.v for r in sink.rows(1, 2).collect()] == ["a2"]
 
+    before_drop = latest_commit(spark, sink.path)[0]
     sink.drop_through(1)  # compacted into the base table
     assert [r.v for r in sink.rows(0).collect()] == ["a2"]
+    sink.vacuum()  # a reader that pinned a version before the drop can still read it
+    pinned = spark.read.format("delta").option("versionAsOf", before_drop).load(sink.path)
+    assert pinned.count() == 3
     assert sink.last_commit() == meta(3, 20)  # the delete does not hide what is covered
     assert "_cdc_epoch" not in sink.rows(0).columns
