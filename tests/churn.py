@@ -11,7 +11,7 @@ import psycopg
 from pipelines import pg
 from pipelines.chaos.bulk_stop import Bulk
 
-BULK_ROWS = 4000  # a bulk: a COPY that Debezium streams for a second or two (SLOW_ACKS)
+BULK_ROWS = 8000  # a bulk: a COPY that Debezium streams for a few seconds (SLOW_ACKS)
 BULK_BASE = 50_000_000  # the bulks' keys, apart from the churn's own
 CHURN_FIELDS = {"name": "text", "qty": "numeric"}  # what the tests index of the table
 
