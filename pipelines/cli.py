@@ -321,12 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--resnapshot", help="drop these derived tables and snapshot them again")
     p.add_argument("--trigger-seconds", type=float, default=2.0, help="micro-batch interval")
-    p.add_argument(
-        "--compact-seconds",
-        type=float,
-        default=30.0,
-        help="how often each table's changelog is compacted into its base table",
-    )
+    p.add_argument("--compact-seconds", type=float, default=30.0, help="compaction interval")
     p.add_argument(
         "--max-records", type=int, default=50_000, help="most records per table per batch"
     )
