@@ -53,13 +53,17 @@ def newest(base: CommitMeta | None, changelog: CommitMeta | None) -> CommitMeta 
     )
 
 
+def _latest(spark: SparkSession, path: str) -> tuple[int, CommitMeta | None] | None:
+    """A Delta table's newest version and commit metadata (None: no table there)."""
+    return latest_commit(spark, path) if delta_exists(spark, path) else None
+
+
 def commits(spark: SparkSession, base_path: str) -> tuple[CommitMeta | None, CommitMeta | None]:
     """The newest commit metadata of the base table and of its changelog (None: no such table,
     or no commit that says what it covers)."""
-    log_path = changelog_of(base_path)
-    log = latest_commit(spark, log_path)[1] if delta_exists(spark, log_path) else None
-    base = latest_commit(spark, base_path)[1] if delta_exists(spark, base_path) else None
-    return base, log
+    log = _latest(spark, changelog_of(base_path))
+    base = _latest(spark, base_path)
+    return (base[1] if base else None), (log[1] if log else None)
 
 
 def covered(spark: SparkSession, base_path: str) -> CommitMeta | None:
@@ -84,13 +88,11 @@ class TableRead:
 def read_table(spark: SparkSession, base_path: str, soft_delete: bool = False) -> TableRead:
     """The table at its newest change. The base table must exist (the snapshot creates it)."""
     changelog_path = changelog_of(base_path)
-    changelog: DataFrame | None = None
-    changelog_meta: CommitMeta | None = None
-    if delta_exists(spark, changelog_path):
-        version, changelog_meta = latest_commit(spark, changelog_path)
-        changelog = spark.read.format("delta").option("versionAsOf", version).load(changelog_path)
+    log = _latest(spark, changelog_path)  # pinned first: see the module's docstring
+    changelog_meta = log[1] if log else None
+    changelog = _pinned(spark, changelog_path, log[0]) if log else None
     base_version, base_meta = latest_commit(spark, base_path)
-    base = spark.read.format("delta").option("versionAsOf", base_version).load(base_path)
+    base = _pinned(spark, base_path, base_version)
     meta = newest(base_meta, changelog_meta)
     key = meta.key if meta is not None else ()
     pending = epoch_of(changelog_meta) > epoch_of(base_meta)
@@ -101,3 +103,7 @@ def read_table(spark: SparkSession, base_path: str, soft_delete: bool = False) -
     truncate = max(truncates, key=lambda t: t.lsn) if truncates else None
     rows = current_rows(base, fresh, key, truncate, soft_delete)
     return TableRead(rows, meta, base_version, base_meta, newest_changes(fresh, key), soft_delete)
+
+
+def _pinned(spark: SparkSession, path: str, version: int) -> DataFrame:
+    return spark.read.format("delta").option("versionAsOf", version).load(path)

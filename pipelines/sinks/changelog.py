@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.decode import OFFSET, PARTITION
-from pipelines.sinks.delta import META_COLUMNS, CommitMeta, delta_exists, newest_commit, q
+from pipelines.sinks.delta import META_COLUMNS, CommitMeta, data_schema, delta_exists, q
 
 EPOCH = "_cdc_epoch"
 CHANGELOGS = "_changelog"  # beside the base tables: <lake>/_changelog/<schema>/<table>
@@ -84,10 +84,4 @@ class ChangelogSink:
 
     def data_schema(self) -> T.StructType:
         """The table's columns, without where each row came from."""
-        skip = {*META_COLUMNS, PARTITION, OFFSET, EPOCH}
-        schema = self.spark.read.format("delta").load(self.path).schema
-        return T.StructType([f for f in schema.fields if f.name not in skip])
-
-    def last_commit(self) -> CommitMeta | None:
-        """The newest append's metadata (None before the first)."""
-        return newest_commit(self.spark, self.path)
+        return data_schema(self.spark, self.path, {*META_COLUMNS, PARTITION, OFFSET, EPOCH})

@@ -71,8 +71,10 @@ def latest_commit(spark: SparkSession, path: str) -> tuple[int, CommitMeta | Non
     return int(rows[0][0]), next((m for m in metas if m is not None), None)
 
 
-def newest_commit(spark: SparkSession, path: str) -> CommitMeta | None:
-    return latest_commit(spark, path)[1]
+def data_schema(spark: SparkSession, path: str, skip: set[str]) -> T.StructType:
+    """A Delta table's columns, without changelake's own (`skip`)."""
+    schema = spark.read.format("delta").load(path).schema
+    return T.StructType([f for f in schema.fields if f.name not in skip])
 
 
 def delta_exists(spark: SparkSession, path: str) -> bool:
@@ -115,9 +117,7 @@ class DeltaSink:
         return latest_commit(self.spark, self.path)
 
     def data_schema(self) -> T.StructType:
-        skip = {*META_COLUMNS, *SOFT_COLUMNS}
-        schema = self.spark.read.format("delta").load(self.path).schema
-        return T.StructType([f for f in schema.fields if f.name not in skip])
+        return data_schema(self.spark, self.path, {*META_COLUMNS, *SOFT_COLUMNS})
 
     def create(self, rows: DataFrame, meta: CommitMeta) -> None:
         """The snapshot: one append that creates the table and records the offsets it covers."""
