@@ -40,6 +40,7 @@ class FaultContext:
     say: Callable[[str], None]
     outage_s: tuple[float, float] = (5.0, 20.0)  # how long OpenSearch stays away
     workload: Workload | None = None  # the round's load
+    connector: str | None = None  # the one whose offsets time the stop inside a bulk
     # Stops that landed where they meant to (inside a bulk transaction's COPY), by fault kind.
     landed: Counter[str] = field(default_factory=Counter)
 
@@ -68,7 +69,9 @@ def stop_connect_in_bulk(ctx: FaultContext) -> str:
     inside that transaction's COPY (gracefully or by SIGKILL), and starts again."""
     if ctx.workload is None:
         raise ValueError("stop-connect-in-bulk needs the round's workload")
-    stop = stop_connect_inside(ctx.settings, ctx.workload.bulk, hard=ctx.rng.random() < 0.5)
+    stop = stop_connect_inside(
+        ctx.settings, ctx.workload.bulk, hard=ctx.rng.random() < 0.5, connector=ctx.connector
+    )
     ctx.landed["stop-connect-in-bulk"] += stop.inside
     return stop.describe()
 

@@ -26,7 +26,14 @@ def test_one_round_of_every_fault_leaves_lake_and_index_equal(
     # SLOW_ACKS: a bulk streams long enough for the stop to land inside its COPY
     p = pipeline([t], churn_table(t, SEEDED), search={t: CHURN_FIELDS}, connector=SLOW_ACKS)
     p.caught_up()
-    options = ChaosOptions(rounds=1, rate=20, seed=5, gap_s=(1.0, 4.0), outage_s=(3.0, 8.0))
+    options = ChaosOptions(
+        rounds=1,
+        rate=20,
+        seed=5,
+        gap_s=(1.0, 4.0),
+        outage_s=(3.0, 8.0),
+        connector=p.prefix.replace("_", "-"),  # the shop connector reads the same WAL
+    )
 
     def churn(seed: int) -> Churn:
         return Churn(p.dsn, t, SEEDED, seed, options.rate)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
+from delta.exceptions import DeltaConcurrentModificationException
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
@@ -19,6 +20,7 @@ from pipelines import kafka_io
 from pipelines.changelog.key_changes import NEW_KEY_HEADER
 from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
+from tests.support import wait_for
 
 pytestmark = pytest.mark.stack
 SEEDED = 400
@@ -26,6 +28,20 @@ CHURNED = 300  # the workload touches ids 1..300; the damage is above, so only a
 DELETED = [301, 320, 321, 322, 399]
 CORRUPTED = [305, 350, 400]
 KEY_UPDATED = 398  # the new key of a key update whose create was lost
+
+
+def damage(change: Callable[[], None]) -> None:
+    """Change the base table behind the pipeline's back, between two of its compactions (a
+    compaction's MERGE committing meanwhile makes Delta refuse the change: try it again)."""
+
+    def attempt() -> bool:
+        try:
+            change()
+        except DeltaConcurrentModificationException:
+            return False
+        return True
+
+    wait_for(attempt, 120, "a damage committed between two compactions")
 
 
 def test_verify_repair_resends_what_the_lake_lost_while_a_workload_runs(
@@ -55,7 +71,7 @@ def test_verify_repair_resends_what_the_lake_lost_while_a_workload_runs(
 
         # A key update that lost its create: the lake misses the new key; its delete arrives
         # alone (a real delete record of the topic, carrying the header of a key update).
-        lake.delete(F.col("id") == KEY_UPDATED)
+        damage(lambda: lake.delete(F.col("id") == KEY_UPDATED))
         topic = f"{p.prefix}.public.{t}"
         gone = next(
             r for r in kafka_io.read(bootstrap, topic) if (r.payload or {}).get("op") == "d"
