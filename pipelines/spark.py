@@ -111,11 +111,11 @@ def owned_session(
             spark.stop()
 
 
-def kafka_options(spark: SparkSession, bootstrap: str, topic: str) -> dict[str, str]:
-    """How the pipeline reads a table's topic, in its snapshot and in its stream alike."""
+def kafka_options(spark: SparkSession, bootstrap: str, topics: list[str]) -> dict[str, str]:
+    """How the pipeline reads tables' topics: one in a snapshot, a connector's in its stream."""
     return {
         "kafka.bootstrap.servers": bootstrap,
-        "subscribe": topic,
+        "subscribe": ",".join(topics),
         "failOnDataLoss": "false",  # compaction leaves gaps in the offsets
         # A table's topic has one partition, which Spark would read as one task on one core:
         # split its offset range so decoding a snapshot or a long catch-up uses every core.

@@ -1,11 +1,12 @@
-"""Apply one micro-batch of a table's topic to its changelog (and dead letters to `_errors`).
+"""Apply one micro-batch of a table's records to its changelog (and dead letters to `_errors`).
 
-Called by Structured Streaming's foreachBatch; everything here runs once per batch:
-decode → reconcile the schema → newest change per key, made complete → ONE APPEND to the table's
-changelog, idempotent by (application id, batch id) → the same rows to the table's search index,
-if it has one (one bulk per batch, versioned by LSN, so a replayed batch changes nothing there
-either). No MERGE here: the compactor folds sealed epochs of the changelog into the base table
-(merge-on-read, see DESIGN.md); a batch that ends a compaction interval seals its epoch.
+Called for each table with records in a connector's micro-batch (`connector_batch`); everything
+here runs once per table and batch: decode → reconcile the schema → newest change per key, made
+complete → dead letters → ONE APPEND to the table's changelog, whose commit records the offsets
+it covers (the stream restarts from those, so a batch is never appended twice) → the same rows
+to the table's search index, if it has one (one bulk per batch, versioned by LSN). No MERGE
+here: the compactor folds sealed epochs of the changelog into the base table (merge-on-read,
+see DESIGN.md); a batch that ends a compaction interval seals its epoch.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from pipelines.changelog.decode import (
     TOASTED,
     Fetch,
     Version,
-    envelopes,
 )
 from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.key_changes import Mark, marks_column, marks_of
@@ -64,6 +64,7 @@ class BatchStats:
     resent: int = 0  # key updates whose new row Debezium was asked to send again
     marks: list[Mark] = field(default_factory=list)  # the batch's key-change records
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
+    started: float = field(default_factory=time.monotonic)  # when the batch began
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -77,18 +78,19 @@ class BatchStats:
 _ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
 
-def record_stats(env: DataFrame) -> BatchStats:
-    """What the records say before decoding: offsets, counts, key-change marks, and how many are
-    not even an envelope; one small aggregation (an empty batch ends here)."""
-    stats = BatchStats()
-    per_partition = env.groupBy("partition").agg(
+def record_stats(env: DataFrame) -> dict[str, BatchStats]:
+    """Per topic, what the records say before decoding: offsets, counts, key-change marks, and
+    how many are not even an envelope; one small aggregation for every table of a batch."""
+    stats: dict[str, BatchStats] = {}
+    per_partition = env.groupBy("topic", "partition").agg(
         F.max("offset"), F.count("*"), marks_column(), F.count("odd_text")
     )
     for row in per_partition.collect():
-        stats.offsets[str(row[0])] = int(row[1]) + 1
-        stats.records += int(row[2])
-        stats.marks += marks_of(int(row[0]), row[3])
-        stats.bad += int(row[4])
+        found = stats.setdefault(str(row[0]), BatchStats())
+        found.offsets[str(row[1])] = int(row[2]) + 1
+        found.records += int(row[3])
+        found.marks += marks_of(int(row[1]), row[4])
+        found.bad += int(row[5])
     return stats
 
 
@@ -119,7 +121,8 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
 
 
 def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
-    return add_change_stats(record_stats(env), decoded)
+    """The stats of one topic's records (a snapshot's)."""
+    return add_change_stats(next(iter(record_stats(env).values()), BatchStats()), decoded)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -163,17 +166,10 @@ class TableApplier:
         self.epoch = 0  # the changelog epoch batches append to; read from the commits at start
         self.dirty = False  # the changelog holds changes no sealed epoch covers
 
-    def __call__(self, raw: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
-        env = envelopes(raw).persist()
-        try:
-            stats = record_stats(env)
-            stats.phases["decode"] = time.monotonic() - started
-            if not stats.records:  # availableNow runs one batch even when nothing is new
-                return
-            stats = self.apply(env, batch_id, stats)
-        finally:
-            env.unpersist()
+    def apply_records(self, env: DataFrame, batch_id: int, stats: BatchStats) -> None:
+        """Apply this table's records of a batch (`env`, cut into envelopes), whose offsets and
+        counts `stats` holds; seal the epoch if a compaction is due, and report."""
+        stats = self.apply(env, stats)
         if self.compactor is not None and self.compactor.due(self.table.name):
             sealed = self.seal()
             if sealed is not None:
@@ -182,8 +178,8 @@ class TableApplier:
             self.table.name,
             {
                 "batch": batch_id,
-                "seconds": time.monotonic() - started,
-                **{k: v for k, v in stats.__dict__.items() if k != "marks"},
+                "seconds": time.monotonic() - stats.started,
+                **{k: v for k, v in stats.__dict__.items() if k not in ("marks", "started")},
             },
         )
 
@@ -207,7 +203,7 @@ class TableApplier:
         self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1
         self.dirty = epoch_of(log_meta) > epoch_of(base_meta)
 
-    def apply(self, env: DataFrame, batch_id: int, stats: BatchStats) -> BatchStats:
+    def apply(self, env: DataFrame, stats: BatchStats) -> BatchStats:
         with stats.timed("decode"):
             decoded = decode_batch(
                 env, self.table.name, self.table.placeholder, self.fetch, self.known
@@ -216,11 +212,11 @@ class TableApplier:
         try:
             with stats.timed("decode"):
                 add_change_stats(stats, decoded)
-            return self._apply(decoded, batch_id, stats)
+            return self._apply(decoded, stats)
         finally:
             decoded.unpersist()
 
-    def _apply(self, decoded: Decoded, batch_id: int, stats: BatchStats) -> BatchStats:
+    def _apply(self, decoded: Decoded, stats: BatchStats) -> BatchStats:
         with stats.timed("prepare"):
             if self.previous is None:
                 self.resume()
@@ -238,22 +234,28 @@ class TableApplier:
             with stats.timed("complete"):
                 rows = self._complete(rows, key, stats).persist()
             try:
+                # Before the append: the restart after a crash begins at the offsets the append
+                # recorded, so whatever this batch must do besides its append happens first
+                # (both are harmless to repeat); only the index is caught up after a crash.
+                if self.guard is not None and stats.marks:
+                    with stats.timed("key changes"):
+                        stats.resent = self.guard.check(
+                            stats.marks, stats.offsets, key, decoded.columns
+                        )
+                with stats.timed("errors"):
+                    stats.errors += self._dead_letters(decoded, stats.bad)
                 faults.pause_if("before-append", self.table.name, self.run_dir)
                 with stats.timed("append"):
-                    self.changelog.append(rows, self.epoch, meta, self.app_id, batch_id)
+                    self.changelog.append(rows, self.epoch, meta)
                 self.previous, self.dirty = meta, True
                 faults.pause_if("after-commit", self.table.name, self.run_dir)
                 with stats.timed("index"):
-                    self._index(rows, key, stats, meta, batch_id)
+                    self._index(rows, key, stats, meta)
             finally:
                 rows.unpersist()
-            if self.guard is not None and stats.marks:
-                with stats.timed("key changes"):
-                    stats.resent = self.guard.check(
-                        stats.marks, stats.offsets, key, decoded.columns
-                    )
-        with stats.timed("errors"):
-            stats.errors += self._dead_letters(decoded, batch_id, stats.bad)
+            return stats
+        with stats.timed("errors"):  # a batch of nothing but bad records
+            stats.errors += self._dead_letters(decoded, stats.bad)
         return stats
 
     def _complete(self, rows: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
@@ -273,10 +275,9 @@ class TableApplier:
         key: tuple[str, ...],
         stats: BatchStats,
         meta: CommitMeta,
-        batch_id: int,
     ) -> None:
-        """The batch's rows to the search index, after the append: a crash in between replays
-        the batch here (its append is then skipped as already committed)."""
+        """The batch's rows to the search index, after the append: after a crash in between,
+        the restart catches the index up from the changelog (`reindex.catch_up`)."""
         if self.search is None:
             return
         faults.pause_if("before-index", self.table.name, self.run_dir)
@@ -287,7 +288,7 @@ class TableApplier:
             frame = rejected_frame(
                 rows.sparkSession, self.table.topic, self.search.alias, result.rejected
             )
-            self.errors.write(frame, f"{self.app_id}/search-errors", batch_id)
+            self.errors.write(frame)
         self.search.record(meta.max_lsn, meta.max_source_ts)
 
     def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
@@ -334,7 +335,7 @@ class TableApplier:
             "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes, extra
         )
 
-    def _dead_letters(self, decoded: Decoded, batch_id: int, bad: int) -> int:
+    def _dead_letters(self, decoded: Decoded, bad: int) -> int:
         if bad:  # counted in the batch's aggregations: no job when there are none
-            self.errors.write(decoded.errors, f"{self.app_id}/errors", batch_id)
+            self.errors.write(decoded.errors)
         return bad

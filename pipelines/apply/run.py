@@ -2,17 +2,19 @@
 batch appended to the table's changelog, sealed epochs compacted into its base table beside
 the stream (merge-on-read, see DESIGN.md).
 
-One streaming query per table, each with its own checkpoint: a table whose schema changed
-incompatibly stops alone, and a table whose topic appears later (a table added to the connector)
-is snapshotted and started while the others run. SIGINT/SIGTERM stop every query; a batch in
-flight is abandoned, which is safe because each batch commits idempotently.
+One streaming query per connector, reading all its tables' topics: each batch is split by table
+(`connector_batch`), so a round costs one Kafka read and one set of jobs per table with changes,
+not a query per table competing for the cores. Each start begins every table at the offsets its
+own commits record (a fresh checkpoint), so a table whose schema changed incompatibly stops alone
+while the others go on, and a table whose topic appears later (a table added to the connector) is
+snapshotted and joins when the stream restarts with it. SIGINT/SIGTERM stop every query; a batch
+in flight is abandoned, which is safe because a table's commit records what it covers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -20,12 +22,20 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from pipelines import lakefs
+from pipelines import kafka_io, lakefs
 from pipelines.apply.batch import TableApplier
 from pipelines.apply.compaction import Compactor
+from pipelines.apply.connector_batch import ConnectorBatch, Member
 from pipelines.apply.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.apply.key_change_guard import KeyChangeGuard
-from pipelines.apply.run_state import RunOptions, TableJob
+from pipelines.apply.run_report import (
+    batch_line,
+    report_line,
+    snapshot_lines,
+    summary_line,
+    write_state,
+)
+from pipelines.apply.run_state import RunOptions, Stream, TableJob
 from pipelines.apply.snapshot import snapshot
 from pipelines.apply.streaming_failure import cause
 from pipelines.capture.capture_restarts import CaptureRestarts
@@ -46,14 +56,9 @@ RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the tab
 DISCOVER_EVERY_S = 15.0  # how often a streaming run re-reads connectors/*.json for new tables
 SUMMARY_EVERY_S = 60.0  # how often a streaming run prints where every table stands
 COMPACTION_GRACE_S = 30.0  # how long a stopping run lets a running compaction finish
-Discover = Callable[[], list[TableRef]]
-
-
 ONCE_ATTEMPTS = 3  # a --once run gives a failing table this many tries, then reports it
-
-
-def lsn_text(lsn: int) -> str:
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+EARLIEST = -2  # Spark's startingOffsets for a partition the table has applied nothing of
+Discover = Callable[[], list[TableRef]]
 
 
 class Pipeline:
@@ -68,6 +73,7 @@ class Pipeline:
     ):
         self.spark, self.settings, self.options, self.out = spark, settings, options, out
         self.jobs = {r.name: TableJob(r) for r in refs}
+        self.streams: dict[str, Stream] = {}  # by connector
         self.discover = discover
         self.stopping = False
         self.next_discovery = self.next_summary = 0.0
@@ -81,18 +87,14 @@ class Pipeline:
         )
 
     # --- one table ---------------------------------------------------------------------------
-    def _checkpoint(self, ref: TableRef) -> str:
-        return ref.path(self.settings.checkpoints)
-
     def _prepare(self, job: TableJob) -> bool:
         """Make sure the table exists (snapshot it if not); False while its topic is empty."""
         ref, lake = job.ref, self.settings.lake
         sink = DeltaSink(self.spark, ref.path(lake), ref.name, ref.soft_delete)
         if ref.name in self.options.resnapshot:
-            self.out(f"{ref.name}: dropping the derived table and its checkpoint to re-snapshot")
+            self.out(f"{ref.name}: dropping the derived table and its changelog to re-snapshot")
             lakefs.delete(self.spark, ref.path(lake))
             lakefs.delete(self.spark, changelog_of(ref.path(lake)))
-            lakefs.delete(self.spark, self._checkpoint(ref))
             self.options = RunOptions(
                 **{
                     **self.options.__dict__,
@@ -101,8 +103,7 @@ class Pipeline:
             )
         if sink.exists():
             return True
-        # A checkpoint or changelog without its table would resume mid-stream: start afresh.
-        lakefs.delete(self.spark, self._checkpoint(ref))
+        # A changelog without its table would resume mid-stream: start afresh.
         lakefs.delete(self.spark, changelog_of(ref.path(lake)))
         self._set(job, "snapshotting")
         started = time.monotonic()
@@ -111,43 +112,27 @@ class Pipeline:
             self.settings.kafka_bootstrap,
             ref,
             lake,
-            self._app_id(ref),
             self.settings.run_dir,
             check=ref.search.check if ref.search else None,
         )
         if result is None:
             self._set(job, "waiting")
             return False
-        took = time.monotonic() - started
         job.snapshotted = True
-        self.out(
-            f"{ref.name}: snapshot {result.rows:,} rows from {result.records:,} records in "
-            f"{took:.1f}s ({result.rows / max(took, 1e-9):,.0f} rows/s), up to LSN "
-            f"{lsn_text(result.meta.max_lsn)}"
-            + (f"; {result.errors} bad records → _errors" if result.errors else "")
-        )
-        if result.unresolved_toast:
-            self.out(
-                f"{ref.name}: warning: {result.unresolved_toast} rows had only Debezium's "
-                "unchanged-TOAST placeholder in the topic; those values are NULL. Set REPLICA "
-                f"IDENTITY FULL on {ref.schema}.{ref.name} so updates carry them."
-            )
+        for line in snapshot_lines(ref, result, time.monotonic() - started):
+            self.out(line)
         return True
 
-    def _app_id(self, ref: TableRef) -> str:
-        ident = lakefs.stable_id(self.spark, f"{self._checkpoint(ref)}/changelake-app-id")
-        return f"changelake/{ref.schema}.{ref.name}/{ident}"
-
-    def _starting_offsets(self, job: TableJob) -> str:
-        """Where the table's commits say it is; refuses a topic that cannot continue from there."""
-        ref = job.ref
+    def _starting_offsets(self, job: TableJob) -> dict[str, int]:
+        """Where the table's commits say it is, for every partition of its topic; refuses a
+        topic that cannot continue from there."""
+        ref, bootstrap = job.ref, self.settings.kafka_bootstrap
         meta = covered(self.spark, ref.path(self.settings.lake))
         job.offsets = {p: int(o) for p, o in (meta.offsets if meta else {}).items()}
-        if problem := topic_problem(self.settings.kafka_bootstrap, ref.topic, job.offsets):
+        if problem := topic_problem(bootstrap, ref.topic, job.offsets):
             raise ChangelakeError(f"{problem}. {topic_hint(ref.name)}")
-        if not job.offsets:
-            return "earliest"
-        return json.dumps({ref.topic: job.offsets})
+        partitions = kafka_io.watermarks(bootstrap, ref.topic)
+        return {str(p): job.offsets.get(str(p), EARLIEST) for p in sorted(partitions)}
 
     def _search(self, job: TableJob) -> SearchSink | None:
         ref = job.ref
@@ -158,13 +143,13 @@ class Pipeline:
         job.snapshotted = False
         return sink
 
-    def _start(self, job: TableJob) -> None:
+    def _member(self, job: TableJob) -> Member:
         ref = job.ref
-        applier = TableApplier(
+        job.applier = TableApplier(
             self.spark,
             ref,
             self.settings.lake,
-            self._app_id(ref),
+            f"changelake/{ref.schema}.{ref.name}",
             self._on_batch,
             self.settings.run_dir,
             self.settings.kafka_bootstrap,
@@ -172,59 +157,92 @@ class Pipeline:
             KeyChangeGuard(ref, self.settings.kafka_bootstrap, self.dsn, self.out),
             None if self.options.once else self.compactor,  # --once compacts as it ends
         )
-        job.applier = applier
+        return Member(job.applier)
 
-        def apply(batch: Any, batch_id: int) -> None:
+    # --- one connector's stream --------------------------------------------------------------
+    def _tick_stream(self, connector: str) -> None:
+        """Mark the tables its batches stopped, notice when it ended, and (re)start it when a
+        table is ready to join: a restart begins every table where its commits say."""
+        stream = self.streams.setdefault(connector, Stream())
+        for name, member in stream.members.items():
+            job = self.jobs[name]
+            if member.error is not None and job.state == "running":
+                job.error = member.error
+                self.out(f"{name}: STOPPED: {job.error}")
+                self._set(job, "stopped")
+        if stream.query is not None and not stream.query.isActive:
+            self._ended(stream)
+        ready = [j for j in self.jobs.values() if j.ref.connector == connector]
+        if not any(j.state == "ready" for j in ready):
+            return
+        if stream.query is not None:  # a table joins: the others restart with it
+            stream.query.stop()
+            stream.query = None
+            for job in ready:
+                if job.state == "running":
+                    job.state = "ready"
+        self._start(connector, stream, [j for j in ready if j.state == "ready"])
+
+    def _ended(self, stream: Stream) -> None:
+        assert stream.query is not None
+        failure = stream.query.exception()
+        running = [self.jobs[n] for n in stream.members if self.jobs[n].state == "running"]
+        stream.query = None
+        if failure is None:  # --once: everything there was is applied
+            for job in running:
+                self._set(job, "done")
+        else:
+            self._retry(running, str(failure))
+
+    def _start(self, connector: str, stream: Stream, jobs: list[TableJob]) -> None:
+        members: dict[str, Member] = {}
+        offsets: dict[str, dict[str, int]] = {}
+        for job in jobs:
             try:
-                applier(batch, batch_id)
-            except RetryableError:  # a service that may come back (OpenSearch): restart later
-                raise
-            except ChangelakeError as exc:  # the table's own problem: it stops
+                offsets[job.ref.topic] = self._starting_offsets(job)
+                members[job.ref.topic] = self._member(job)
+            except RetryableError as exc:  # OpenSearch away while its index was made ready
+                self._retry([job], str(exc))
+            except ChangelakeError as exc:  # this table's topic or configuration
                 job.error = str(exc)
-                raise
-
-        stream = (
+                self.out(f"{job.ref.name}: STOPPED: {job.error}")
+                self._set(job, "stopped")
+        if not members:
+            return
+        # A fresh checkpoint every start: where each table stands is in its own commits, and
+        # a table stopped meanwhile must not be carried past what it applied.
+        checkpoint = f"{self.settings.checkpoints.rstrip('/')}/_connectors/{connector}"
+        lakefs.delete(self.spark, checkpoint)
+        topics = sorted(members)
+        raw = (
             self.spark.readStream.format("kafka")
-            .options(**kafka_options(self.spark, self.settings.kafka_bootstrap, ref.topic))
-            .option("startingOffsets", self._starting_offsets(job))
+            .options(**kafka_options(self.spark, self.settings.kafka_bootstrap, topics))
+            .option("startingOffsets", json.dumps(offsets))
             .option("maxOffsetsPerTrigger", str(self.options.max_records_per_batch))
             .option("includeHeaders", "true")  # a key update's records say so in theirs
             .load()
         )
         writer = (
-            stream.writeStream.foreachBatch(apply)
-            .queryName(f"changelake-{ref.schema}-{ref.name}")
-            .option("checkpointLocation", self._checkpoint(ref))
+            raw.writeStream.foreachBatch(ConnectorBatch(members))
+            .queryName(f"changelake-{connector}")
+            .option("checkpointLocation", checkpoint)
         )
         if self.options.once:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{self.options.trigger_seconds} seconds")
-        job.query = writer.start()
-        job.error = None
-        self._set(job, "running")
+        stream.query = writer.start()
+        stream.members = {m.applier.table.name: m for m in members.values()}
+        for member in members.values():
+            job = self.jobs[member.applier.table.name]
+            job.error = None
+            self._set(job, "running")
 
     def _on_batch(self, table: str, stats: dict[str, Any]) -> None:
         job = self.jobs[table]
-        job.batches += 1
-        job.changes += int(stats.get("changes", 0))
-        job.errors += int(stats.get("errors", 0))
-        job.stats = stats
-        for partition, offset in (stats.get("offsets") or {}).items():
-            job.offsets[partition] = max(offset, job.offsets.get(partition, 0))
-        if stats.get("records"):
-            extra = f", {stats['errors']} → _errors" if stats.get("errors") else ""
-            if job.ref.search is not None:
-                extra += f", {stats.get('indexed', 0):,} indexed"
-                extra += f" ({stats['stale']:,} stale)" if stats.get("stale") else ""
-            seconds = float(stats["seconds"])
-            self.out(
-                f"{table}: batch {stats['batch']}: {stats['changes']:,} changes from "
-                f"{stats['records']:,} records{extra} in {seconds:.1f}s "
-                f"({stats['changes'] / max(seconds, 1e-9):,.0f}/s), "
-                f"LSN {lsn_text(int(stats['max_lsn']))} "
-                f"[{', '.join(f'{k} {v:.1f}' for k, v in stats.get('phases', {}).items())}]"
-            )
+        job.count(stats)
+        if line := batch_line(job, stats):
+            self.out(line)
 
     # --- all tables --------------------------------------------------------------------------
     def _set(self, job: TableJob, state: str) -> None:
@@ -232,55 +250,43 @@ class Pipeline:
         self._write_state()
 
     def _write_state(self) -> None:
-        doc = {
-            "pid": os.getpid(),
-            "started": self.started_at,
-            "tables": {n: {"state": j.state, "error": j.error} for n, j in self.jobs.items()},
-        }
-        path = self.settings.run_dir / "pipeline.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=2))
-        tmp.replace(path)
+        write_state(self.settings.run_dir / "pipeline.json", self.started_at, self.jobs)
 
     def _tick(self, job: TableJob) -> None:
-        """Advance one table: snapshot or start it when due, notice when its query ends."""
+        """Advance one table to ready (snapshotted if it had no table): at start, when its
+        topic gets its first events, or when a retry is due."""
         if job.state in ("pending", "waiting") or (
             job.state == "failed" and time.monotonic() >= job.retry_at
         ):
             try:
                 if self._prepare(job):
-                    self._start(job)
+                    self._set(job, "ready")
             except RetryableError as exc:  # a service down: try again later
-                self._retry(job, str(exc))
+                self._retry([job], str(exc))
             except ChangelakeError as exc:  # this table's configuration or schema
                 job.error = str(exc)
                 self.out(f"{job.ref.name}: STOPPED: {job.error}")
                 self._set(job, "stopped")
-            return
-        if job.state != "running" or job.query is None or job.query.isActive:
-            return
-        failure = job.query.exception()
-        if failure is None:
-            self._set(job, "done")
-        elif job.error is not None:  # the table's own problem (schema): it stays stopped
-            self.out(f"{job.ref.name}: STOPPED: {job.error}")
-            self._set(job, "stopped")
-        else:
-            self._retry(job, str(failure))
 
-    def _retry(self, job: TableJob, failure: str) -> None:
-        delay = RESTART_DELAYS_S[min(job.failures, len(RESTART_DELAYS_S) - 1)]
-        job.failures += 1
-        job.error = cause(failure)
-        if self.options.once and job.failures >= ONCE_ATTEMPTS:  # --once must end
-            self.out(f"{job.ref.name}: STOPPED after {job.failures} failed attempts: {job.error}")
-            self._set(job, "stopped")
+    def _retry(self, jobs: list[TableJob], failure: str) -> None:
+        """Try the tables again after a delay that grows with their failures: one delay for all
+        of them, so a stream's tables come back together."""
+        if not jobs:
             return
-        job.retry_at = time.monotonic() + delay
-        self.out(f"{job.ref.name}: batch failed ({job.error}); retrying in {delay:.0f}s")
-        self._set(job, "failed")
-        job.error = None
+        failures = max(j.failures for j in jobs)
+        delay = RESTART_DELAYS_S[min(failures, len(RESTART_DELAYS_S) - 1)]
+        error = cause(failure)
+        for job in jobs:
+            job.failures += 1
+            if self.options.once and job.failures >= ONCE_ATTEMPTS:  # --once must end
+                job.error = error
+                self.out(f"{job.ref.name}: STOPPED after {job.failures} failed attempts: {error}")
+                self._set(job, "stopped")
+                continue
+            job.retry_at = time.monotonic() + delay
+            self.out(f"{job.ref.name}: batch failed ({error}); retrying in {delay:.0f}s")
+            job.error = None
+            self._set(job, "failed")
 
     def _finished(self) -> bool:
         if self.stopping:
@@ -300,6 +306,9 @@ class Pipeline:
                     if self.stopping:
                         break
                     self._tick(job)
+                for connector in sorted({j.ref.connector for j in self.jobs.values()}):
+                    if not self.stopping:
+                        self._tick_stream(connector)
                 self.capture.tick(j.ref.connector for j in self.jobs.values())
                 if self.options.once:
                     self._await_once()
@@ -361,48 +370,38 @@ class Pipeline:
         ]
         for name, why in self.watch.due_stops(running).items():
             job = self.jobs[name]
-            if job.query is not None and job.query.isActive:
-                job.query.stop()
+            member = self.streams[job.ref.connector].members.get(name)
+            if member is not None:  # its stream skips it from the next batch on
+                member.error = why
             job.error = why
             self.out(f"{name}: STOPPED: {why}")
             self._set(job, "stopped")
 
     def _summary(self) -> None:
-        for name, job in self.jobs.items():
-            behind = "?"
-            progress = job.query.lastProgress if job.query is not None else None
-            if progress and progress.get("sources"):
-                metrics = progress["sources"][0].get("metrics") or {}
-                behind = str(metrics.get("maxOffsetsBehindLatest", "?"))
-            self.out(
-                f"{name}: {job.state}, {job.batches} batches, {job.changes:,} changes, "
-                f"{job.errors} errors, {behind} records behind"
-            )
+        for job in self.jobs.values():
+            stream = self.streams.get(job.ref.connector)
+            query = stream.query if stream is not None else None
+            self.out(summary_line(job, query.lastProgress if query else None))
 
     def _await_once(self) -> None:
         from pyspark.errors import StreamingQueryException
 
-        for job in self.jobs.values():
-            if job.state == "running" and job.query is not None and job.query.isActive:
-                # A failed query raises here; _tick reads query.exception() and decides.
+        for stream in self.streams.values():
+            if stream.query is not None and stream.query.isActive:
+                # A failed query raises here; _tick_stream reads query.exception() and decides.
                 with contextlib.suppress(StreamingQueryException):
-                    job.query.awaitTermination(1)
+                    stream.query.awaitTermination(1)
 
     def _stop_all(self) -> None:
         self.compactor.stop(wait_s=COMPACTION_GRACE_S)
+        for stream in self.streams.values():
+            if stream.query is not None and stream.query.isActive:
+                stream.query.stop()
         for job in self.jobs.values():
-            if job.query is not None and job.query.isActive:
-                job.query.stop()
-                if job.state == "running":
-                    self._set(job, "stopped by request")
+            if job.state == "running":
+                self._set(job, "stopped by request")
 
     def _report(self) -> int:
-        for name, job in self.jobs.items():
-            note = f" ({job.error})" if job.error and job.state == "stopped" else ""
-            if job.state == "waiting":
-                note = f" (no events on {job.ref.topic} yet)"
-            self.out(
-                f"{name}: {job.state}{note}: {job.batches} batches, {job.changes:,} changes, "
-                f"{job.errors} errors"
-            )
+        for job in self.jobs.values():
+            self.out(report_line(job))
         return 1 if any(j.state == "stopped" for j in self.jobs.values()) else 0

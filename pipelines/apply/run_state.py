@@ -22,9 +22,8 @@ class RunOptions:
 @dataclass
 class TableJob:
     ref: TableRef
-    state: str = "pending"  # pending, snapshotting, waiting, running, done, stopped
+    state: str = "pending"  # pending, snapshotting, waiting, ready, running, failed, done, stopped
     error: str | None = None
-    query: StreamingQuery | None = None
     failures: int = 0
     offsets: dict[str, int] = field(default_factory=dict)  # applied: the next offset to read
     retry_at: float = 0.0
@@ -33,4 +32,21 @@ class TableJob:
     changes: int = 0
     errors: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
-    applier: Any = None  # the TableApplier of its running query: --once seals through it
+    applier: Any = None  # the TableApplier of its stream: --once seals through it
+
+    def count(self, stats: dict[str, Any]) -> None:
+        """Add a batch's figures (called from the stream's thread)."""
+        self.batches += 1
+        self.changes += int(stats.get("changes", 0))
+        self.errors += int(stats.get("errors", 0))
+        self.stats = stats
+        for partition, offset in (stats.get("offsets") or {}).items():
+            self.offsets[partition] = max(offset, self.offsets.get(partition, 0))
+
+
+@dataclass
+class Stream:
+    """One connector's streaming query, and the tables it applies."""
+
+    query: StreamingQuery | None = None
+    members: dict[str, Any] = field(default_factory=dict)  # connector_batch.Member by table

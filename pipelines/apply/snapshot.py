@@ -52,7 +52,6 @@ def snapshot(
     bootstrap: str,
     table: TableRef,
     lake: str,
-    app_id: str,
     run_dir: Path,
     check: Callable[[T.StructType], None] | None = None,
 ) -> SnapshotResult | None:
@@ -63,13 +62,13 @@ def snapshot(
         return None
     raw = (
         spark.read.format("kafka")
-        .options(**kafka_options(spark, bootstrap, table.topic))
+        .options(**kafka_options(spark, bootstrap, [table.topic]))
         .option("startingOffsets", "earliest")
         .option("endingOffsets", json.dumps({table.topic: {p: o for p, o in ends.items()}}))
         .load()
     )
     env = envelopes(raw).persist()
-    target = _Target(table, lake, app_id, ends, run_dir)
+    target = _Target(table, lake, ends, run_dir)
     try:
         decoded = decode_batch(
             env, table.name, table.placeholder, record_fetcher(bootstrap, table.topic)
@@ -91,16 +90,14 @@ def snapshot(
 class _Target:
     table: TableRef
     lake: str
-    app_id: str
     ends: dict[str, int]  # the end offsets taken before reading
     run_dir: Path
 
 
 def _append(env: DataFrame, decoded: Decoded, target: _Target) -> SnapshotResult:
-    table, lake, app_id, ends, run_dir = (
+    table, lake, ends, run_dir = (
         target.table,
         target.lake,
-        target.app_id,
         target.ends,
         target.run_dir,
     )
@@ -131,7 +128,5 @@ def _append(env: DataFrame, decoded: Decoded, target: _Target) -> SnapshotResult
         rows.unpersist()
     bad = stats.bad  # counted in batch_stats: no extra job
     if bad:
-        ErrorsSink(f"{lake.rstrip('/')}/_errors").write(
-            decoded.errors, f"{app_id}/snapshot-errors", 0
-        )
+        ErrorsSink(f"{lake.rstrip('/')}/_errors").write(decoded.errors)
     return SnapshotResult(count, stats.records, bad, unresolved, meta)

@@ -153,5 +153,5 @@ def _dead_letters(
     if not rejected:
         return
     errors = rejected_frame(spark, table.topic, index, rejected)
-    ErrorsSink(f"{lake.rstrip('/')}/_errors").write(errors, f"changelake/{index}", 0)
+    ErrorsSink(f"{lake.rstrip('/')}/_errors").write(errors)
     out(f"{table.name}: {len(rejected)} documents OpenSearch refused → _errors")

@@ -6,8 +6,8 @@ Its rows are what a MERGE into the base table takes (the table's columns, `_cdc_
 replays), and the compaction epoch the row was appended in, the table's one partition column:
 compaction folds the epochs up to one into the base table, then deletes them, which removes
 whole partitions and so never conflicts with an append to a later epoch. No deletion vectors:
-any Delta reader reads it. Each append is one commit, idempotent by (application id, batch
-version) like the base table's MERGE, recording in its metadata the offsets it covers.
+any Delta reader reads it. Each append is one commit recording in its metadata the offsets it
+covers; the stream starts from those.
 """
 
 from __future__ import annotations
@@ -38,18 +38,15 @@ class ChangelogSink:
     def __init__(self, spark: SparkSession, path: str):
         self.spark, self.path = spark, path
 
-    def append(
-        self, rows: DataFrame, epoch: int, meta: CommitMeta, app_id: str, version: int
-    ) -> None:
-        """One commit: the batch's rows in `epoch`; a replayed (app_id, version) writes nothing.
-        A column the table gained since the last append is added (mergeSchema)."""
+    def append(self, rows: DataFrame, epoch: int, meta: CommitMeta) -> None:
+        """One commit: the batch's rows in `epoch`, and in its metadata the offsets they cover
+        (the stream restarts from those, so no batch is appended twice). A column the table
+        gained since the last append is added (mergeSchema)."""
         (
             rows.withColumn(EPOCH, F.lit(epoch))
             .write.format("delta")
             .mode("append")
             .partitionBy(EPOCH)
-            .option("txnAppId", app_id)
-            .option("txnVersion", version)
             .option("userMetadata", meta.to_json())
             .option("mergeSchema", "true")
             .option("delta.enableDeletionVectors", "false")

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from delta.exceptions import DeltaConcurrentModificationException
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -27,6 +28,8 @@ from pipelines.changelog.plan import Truncate
 DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
 META_COLUMNS = (LSN, OP, SOURCE_TS)
 SOFT_COLUMNS = (DELETED, DELETED_AT)
+ERROR_KEY = ("topic", "partition", "offset", "reason")  # one dead letter per record and reason
+ERRORS_ATTEMPTS = 3
 _TXN_APP, _TXN_VERSION = (
     "spark.databricks.delta.write.txnAppId",
     "spark.databricks.delta.write.txnVersion",
@@ -194,16 +197,29 @@ class DeltaSink:
 
 
 class ErrorsSink:
-    """The `_errors` table: dead letters appended idempotently beside each batch."""
+    """The `_errors` table: dead letters, each once, however often its batch is applied."""
 
     def __init__(self, path: str):
         self.path = path
 
-    def write(self, errors: DataFrame, app_id: str, version: int) -> None:
-        (
-            errors.write.format("delta")
-            .mode("append")
-            .option("txnAppId", app_id)
-            .option("txnVersion", version)
-            .save(self.path)
-        )
+    def write(self, errors: DataFrame) -> None:
+        """Add the rows not there yet, by (topic, partition, offset, reason): a batch applied
+        again after a crash adds nothing. Dead letters are rare, so the MERGE this costs is too;
+        two tables writing at once conflict, and the later one tries again."""
+        spark = errors.sparkSession
+        for attempt in range(ERRORS_ATTEMPTS):
+            try:
+                if not delta_exists(spark, self.path):
+                    errors.write.format("delta").mode("append").save(self.path)
+                    return
+                (
+                    DeltaTable.forPath(spark, self.path)
+                    .alias("t")
+                    .merge(errors.alias("s"), " AND ".join(f"t.{c} = s.{c}" for c in ERROR_KEY))
+                    .whenNotMatchedInsertAll()
+                    .execute()
+                )
+                return
+            except DeltaConcurrentModificationException:
+                if attempt + 1 == ERRORS_ATTEMPTS:
+                    raise

@@ -49,8 +49,8 @@ def test_sigkill_during_snapshot_batch_and_after_commit(
     proc = p.start(fault=f"before-append:{t}")
     p.kill_when_paused(proc, "before-append", t)
 
-    # 3. After the append committed, before Spark's checkpoint recorded the batch: the restart
-    #    replays the batch, whose append Delta's transaction id makes a no-op.
+    # 3. After the append committed, before the batch ended: the restart begins at the offsets
+    #    the append recorded, so nothing of the batch is appended twice.
     churn(p, t, 2)
     p.caught_up()
     proc = p.start(fault=f"after-commit:{t}")

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from pipelines import kafka_io
 from pipelines.apply.batch import TableApplier
+from pipelines.apply.connector_batch import ConnectorBatch, Member
 from pipelines.search.client import SearchClient
 from pipelines.search.config import load_specs
 from pipelines.settings import Settings
@@ -165,7 +166,7 @@ def replay(p: Pipeline, settings: Settings, t: str, start: int, end: int) -> dic
         settings.kafka_bootstrap,
         SearchSink(client, spec, topic, print),
     )
-    applier(raw, 0)
+    ConnectorBatch({topic: Member(applier)})(raw, 0)
     return seen
 
 

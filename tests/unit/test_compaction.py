@@ -71,7 +71,7 @@ def test_reads_equal_the_changes_through_appends_and_compactions(
         extra = {"epoch": epoch, **({"truncate": truncate} if truncate else {})}
         meta = CommitMeta("apply", ref.topic, {"0": done}, batch[-1][3], None, ("id",), 0, extra)
         appended = batch_rows(batch, state, start, soft)
-        log.append(spark.createDataFrame(appended, CHANGELOG), epoch, meta, "app", n)
+        log.append(spark.createDataFrame(appended, CHANGELOG), epoch, meta)
         want = rows(apply(changes[:done], soft), soft)
         assert sorted(tuple(r) for r in read_table(spark, base.path, soft).rows.collect()) == want
 
