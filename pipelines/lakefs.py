@@ -1,4 +1,4 @@
-"""Files beside the lake (checkpoints, application ids) through Hadoop's FileSystem, so the same
+"""Files beside the lake (checkpoints, write probes) through Hadoop's FileSystem, so the same
 code works for a local directory and for object storage on a cluster."""
 
 from __future__ import annotations
@@ -28,19 +28,6 @@ def delete(spark: SparkSession, path: str) -> None:
     fs.delete(hpath, True)
 
 
-def read_text(spark: SparkSession, path: str) -> str | None:
-    fs, hpath = _fs(spark, path)
-    if not fs.exists(hpath):
-        return None
-    stream = fs.open(hpath)
-    try:
-        jvm = spark._jvm
-        assert jvm is not None
-        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")).strip()
-    finally:
-        stream.close()
-
-
 def write_text(spark: SparkSession, path: str, text: str) -> None:
     fs, hpath = _fs(spark, path)
     stream = fs.create(hpath, True)
@@ -64,13 +51,3 @@ def ensure_writable(spark: SparkSession, path: str, what: str) -> None:
             f"the {what} directory {path} is not writable: {reason}",
             f"fix its permissions, or point CHANGELAKE_{what.upper()} somewhere writable",
         ) from exc
-
-
-def stable_id(spark: SparkSession, path: str) -> str:
-    """An id stored at `path`, created on first use: it lives and dies with the checkpoint."""
-    found = read_text(spark, path)
-    if found:
-        return found
-    new = uuid.uuid4().hex
-    write_text(spark, path, new)
-    return new
