@@ -199,8 +199,9 @@ class Pipeline:
         offsets: dict[str, dict[str, int]] = {}
         for job in jobs:
             try:
-                offsets[job.ref.topic] = self._starting_offsets(job)
+                start = self._starting_offsets(job)
                 members[job.ref.topic] = self._member(job)
+                offsets[job.ref.topic] = start  # only for a topic the stream subscribes to
             except RetryableError as exc:  # OpenSearch away while its index was made ready
                 self._retry([job], str(exc))
             except ChangelakeError as exc:  # this table's topic or configuration
