@@ -319,7 +319,9 @@ class TableApplier:
     def _meta(
         self, stats: BatchStats, previous: CommitMeta | None, key: tuple[str, ...]
     ) -> CommitMeta:
-        offsets = {**(previous.offsets if previous else {}), **stats.offsets}
+        offsets = dict(previous.offsets if previous else {})
+        for partition, offset in stats.offsets.items():  # never backwards: it is the progress
+            offsets[partition] = max(offset, offsets.get(partition, 0))
         max_lsn = max(stats.max_lsn, previous.max_lsn if previous else 0)
         newest_ts = max(
             filter(None, [stats.max_source_ts, previous.max_source_ts if previous else None]),

@@ -1,9 +1,10 @@
 """One micro-batch of a connector's stream, split by table: its records are cut into envelopes
 and counted once, then each table with records applies its own (`TableApplier`).
 
-A table's own problem (a schema change it cannot take, see `ChangelakeError`) stops that table:
-it is skipped from then on and its offsets stay where its last commit put them, while the
-others go on. Any other failure (a service away) fails the batch, and so the stream; tables
+A table's own problem (a schema change it cannot take, see `ChangelakeError`) stops that table,
+and a service it alone needs failing (OpenSearch, after the search client's retries) has it
+retried later: either way it is skipped from then on, its offsets staying where its last commit
+put them, while the others go on. Any other failure fails the batch, and so the stream; tables
 that committed meanwhile restart after what they committed.
 """
 
@@ -26,6 +27,7 @@ class Member:
 
     applier: TableApplier
     error: str | None = None  # its own problem: it applies nothing more in this stream
+    retry: str | None = None  # a service failed it: the run retries it alone, later
 
 
 class ConnectorBatch:
@@ -42,15 +44,15 @@ class ConnectorBatch:
             counted = time.monotonic() - started
             for topic, stats in sorted(per_topic.items()):
                 member = self.members.get(topic)
-                if member is None or member.error is not None:
+                if member is None or member.error is not None or member.retry is not None:
                     continue
                 stats.started, stats.phases["records"] = started, counted
                 try:
                     member.applier.apply_records(
                         env.where(F.col("topic") == topic), batch_id, stats
                     )
-                except RetryableError:  # a service that may come back: the stream restarts
-                    raise
+                except RetryableError as exc:  # a service that may come back: retried alone
+                    member.retry = str(exc)
                 except ChangelakeError as exc:  # the table's own: it alone stops
                     member.error = str(exc)
         finally:

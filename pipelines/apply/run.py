@@ -164,12 +164,7 @@ class Pipeline:
         """Mark the tables its batches stopped, notice when it ended, and (re)start it when a
         table is ready to join: a restart begins every table where its commits say."""
         stream = self.streams.setdefault(connector, Stream())
-        for name, member in stream.members.items():
-            job = self.jobs[name]
-            if member.error is not None and job.state == "running":
-                job.error = member.error
-                self.out(f"{name}: STOPPED: {job.error}")
-                self._set(job, "stopped")
+        self._settle(stream)
         if stream.query is not None and not stream.query.isActive:
             self._ended(stream)
         ready = [j for j in self.jobs.values() if j.ref.connector == connector]
@@ -183,9 +178,24 @@ class Pipeline:
                     job.state = "ready"
         self._start(connector, stream, [j for j in ready if j.state == "ready"])
 
+    def _settle(self, stream: Stream) -> None:
+        """Tables its batches left behind: stopped by their own problem, or to be retried
+        alone after a service failed them (the stream goes on without them meanwhile)."""
+        for name, member in stream.members.items():
+            job = self.jobs[name]
+            if job.state != "running":
+                continue
+            if member.error is not None:
+                job.error = member.error
+                self.out(f"{name}: STOPPED: {job.error}")
+                self._set(job, "stopped")
+            elif member.retry is not None:
+                self._retry([job], member.retry)
+
     def _ended(self, stream: Stream) -> None:
         assert stream.query is not None
         failure = stream.query.exception()
+        self._settle(stream)  # a table its last batch stopped is not done
         running = [self.jobs[n] for n in stream.members if self.jobs[n].state == "running"]
         stream.query = None
         if failure is None:  # --once: everything there was is applied

@@ -37,6 +37,7 @@ class TableJob:
     def count(self, stats: dict[str, Any]) -> None:
         """Add a batch's figures (called from the stream's thread)."""
         self.batches += 1
+        self.failures = 0  # a batch went through: the next failure waits the shortest delay
         self.changes += int(stats.get("changes", 0))
         self.errors += int(stats.get("errors", 0))
         self.stats = stats

@@ -10,6 +10,8 @@ makes any replayed change a no-op as well.
 from __future__ import annotations
 
 import json
+import random
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -24,11 +26,14 @@ from pyspark.sql import types as T
 from pipelines.changelog.decode import LSN, OP, SOURCE_TS
 from pipelines.changelog.evolution import Evolution
 from pipelines.changelog.plan import Truncate
+from pipelines.exceptions import RetryableError
 
 DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
 META_COLUMNS = (LSN, OP, SOURCE_TS)
 SOFT_COLUMNS = (DELETED, DELETED_AT)
-ERROR_KEY = ("topic", "partition", "offset", "reason")  # one dead letter per record and reason
+# One dead letter per record and reason, compared NULL-safely: a document OpenSearch refused
+# during a reindex has no Kafka partition or offset, and must not be added again by each rebuild.
+ERROR_KEY = ("topic", "partition", "offset", "reason")
 ERRORS_ATTEMPTS = 3
 _TXN_APP, _TXN_VERSION = (
     "spark.databricks.delta.write.txnAppId",
@@ -215,11 +220,12 @@ class ErrorsSink:
                 (
                     DeltaTable.forPath(spark, self.path)
                     .alias("t")
-                    .merge(errors.alias("s"), " AND ".join(f"t.{c} = s.{c}" for c in ERROR_KEY))
+                    .merge(errors.alias("s"), " AND ".join(f"t.{c} <=> s.{c}" for c in ERROR_KEY))
                     .whenNotMatchedInsertAll()
                     .execute()
                 )
                 return
-            except DeltaConcurrentModificationException:
-                if attempt + 1 == ERRORS_ATTEMPTS:
-                    raise
+            except DeltaConcurrentModificationException as exc:
+                if attempt + 1 == ERRORS_ATTEMPTS:  # the batch (or snapshot) is tried again
+                    raise RetryableError(f"dead letters not written to {self.path}: {exc}") from exc
+                time.sleep(random.uniform(0.5, 2.0) * (attempt + 1))  # apart from the other writer
