@@ -6,15 +6,25 @@ and a service it alone needs failing (OpenSearch, after the search client's retr
 retried later: either way it is skipped from then on, its offsets staying where its last commit
 put them, while the others go on. Any other failure fails the batch, and so the stream; tables
 that committed meanwhile restart after what they committed.
+
+Spark must never stop the query while a batch runs. It interrupts the batch's JVM calls, and
+its test of whether the Python error it gets back means "interrupted" is a regex over the whole
+Java trace in it, which overflows the stream thread's stack: the thread dies half-stopped and
+a query started next in the session runs no batch. So the run closes the batch function first
+(`close`: no new batch does anything, the one in flight finishes), and a failing batch hands
+Spark one short line, keeping its real exception in `failure` for the run.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+import traceback
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines.apply.batch import TableApplier, record_stats
 from pipelines.changelog.decode import envelopes
@@ -30,13 +40,41 @@ class Member:
     retry: str | None = None  # a service failed it: the run retries it alone, later
 
 
+class BatchFailed(Exception):
+    """What Spark gets of a failed batch: the `ConnectorBatch.failure` in one line."""
+
+
 class ConnectorBatch:
     """The `foreachBatch` function of a connector's stream."""
 
     def __init__(self, members: dict[str, Member]):
         self.members = members  # by topic; the run marks a member with an error stopped
+        self.failure: str | None = None  # the last failed batch's traceback, in full
+        self._running = threading.Lock()
+        self._closed = False
+
+    def close(self, wait_s: float) -> bool:
+        """No batch does anything from now on; wait up to `wait_s` for the one in flight to
+        end. True when none runs (the query can be stopped safely). A batch skipped so is read
+        again by the next start, which begins where each table's commits say."""
+        self._closed = True
+        if not self._running.acquire(timeout=wait_s):
+            return False
+        self._running.release()
+        return True
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        with self._running:
+            if self._closed:
+                return
+            try:
+                self._apply(raw, batch_id)
+            except Exception as exc:
+                self.failure = "".join(traceback.format_exception(exc))
+                line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                raise BatchFailed(line) from None
+
+    def _apply(self, raw: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         env = envelopes(raw).persist()
         try:
@@ -57,3 +95,11 @@ class ConnectorBatch:
                     member.error = str(exc)
         finally:
             env.unpersist()
+
+
+def stop_between_batches(query: StreamingQuery, batch: ConnectorBatch, wait_s: float) -> bool:
+    """Stop a query whose function is `batch` once its batch in flight ends. False when that
+    batch outlasted `wait_s` and was interrupted."""
+    waited = batch.close(wait_s)
+    query.stop()
+    return waited

@@ -7,8 +7,9 @@ One streaming query per connector, reading all its tables' topics: each batch is
 not a query per table competing for the cores. Each start begins every table at the offsets its
 own commits record (a fresh checkpoint), so a table whose schema changed incompatibly stops alone
 while the others go on, and a table whose topic appears later (a table added to the connector) is
-snapshotted and joins when the stream restarts with it. SIGINT/SIGTERM stop every query; a batch
-in flight is abandoned, which is safe because a table's commit records what it covers.
+snapshotted and joins when the stream restarts with it. SIGINT/SIGTERM stop every query once the
+batch in flight ends (or after STOP_WAIT_S, abandoning it: safe, as a table's commit records what
+it covers).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pyspark.sql import SparkSession
 from pipelines import kafka_io, lakefs
 from pipelines.apply.batch import TableApplier
 from pipelines.apply.compaction import Compactor
-from pipelines.apply.connector_batch import ConnectorBatch, Member
+from pipelines.apply.connector_batch import ConnectorBatch, Member, stop_between_batches
 from pipelines.apply.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.apply.key_change_guard import KeyChangeGuard
 from pipelines.apply.run_report import (
@@ -56,6 +57,7 @@ RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the tab
 DISCOVER_EVERY_S = 15.0  # how often a streaming run re-reads connectors/*.json for new tables
 SUMMARY_EVERY_S = 60.0  # how often a streaming run prints where every table stands
 COMPACTION_GRACE_S = 30.0  # how long a stopping run lets a running compaction finish
+STOP_WAIT_S = 60.0  # how long stopping a stream waits for its batch in flight
 ONCE_ATTEMPTS = 3  # a --once run gives a failing table this many tries, then reports it
 EARLIEST = -2  # Spark's startingOffsets for a partition the table has applied nothing of
 Discover = Callable[[], list[TableRef]]
@@ -171,8 +173,7 @@ class Pipeline:
         if not any(j.state == "ready" for j in ready):
             return
         if stream.query is not None:  # a table joins: the others restart with it
-            stream.query.stop()
-            stream.query = None
+            self._stop_stream(stream)
             for job in ready:
                 if job.state == "running":
                     job.state = "ready"
@@ -192,9 +193,19 @@ class Pipeline:
             elif member.retry is not None:
                 self._retry([job], member.retry)
 
+    def _stop_stream(self, stream: Stream) -> None:
+        """Stop the query between batches (see `connector_batch` for why never inside one)."""
+        assert stream.query is not None
+        if not stop_between_batches(stream.query, stream.batch, STOP_WAIT_S):
+            self.out(f"{stream.query.name}: batch still running after {STOP_WAIT_S:.0f}s, stopped")
+        stream.query = None
+
     def _ended(self, stream: Stream) -> None:
         assert stream.query is not None
-        failure = stream.query.exception()
+        exception = stream.query.exception()
+        failure = None if exception is None else (stream.batch.failure or str(exception))
+        if failure is None and not self.options.once:  # only --once ends on its own
+            failure = f"{stream.query.name} ended without an error"
         self._settle(stream)  # a table its last batch stopped is not done
         running = [self.jobs[n] for n in stream.members if self.jobs[n].state == "running"]
         stream.query = None
@@ -233,8 +244,9 @@ class Pipeline:
             .option("includeHeaders", "true")  # a key update's records say so in theirs
             .load()
         )
+        stream.batch = ConnectorBatch(members)
         writer = (
-            raw.writeStream.foreachBatch(ConnectorBatch(members))
+            raw.writeStream.foreachBatch(stream.batch)
             .queryName(f"changelake-{connector}")
             .option("checkpointLocation", checkpoint)
         )
@@ -407,7 +419,7 @@ class Pipeline:
         self.compactor.stop(wait_s=COMPACTION_GRACE_S)
         for stream in self.streams.values():
             if stream.query is not None and stream.query.isActive:
-                stream.query.stop()
+                self._stop_stream(stream)
         for job in self.jobs.values():
             if job.state == "running":
                 self._set(job, "stopped by request")

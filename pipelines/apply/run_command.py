@@ -25,9 +25,7 @@ def stop_on_signals(pipeline: Pipeline) -> Iterator[None]:
 
     def request_stop(signum: int, _frame: Any) -> None:
         if not pipeline.stopping:
-            pipeline.out(
-                f"{signal.Signals(signum).name}: stopping after abandoning any batch in flight"
-            )
+            pipeline.out(f"{signal.Signals(signum).name}: stopping when the batch in flight ends")
         pipeline.stopping = True
 
     before = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -50,4 +50,5 @@ class Stream:
     """One connector's streaming query, and the tables it applies."""
 
     query: StreamingQuery | None = None
+    batch: Any = None  # its connector_batch.ConnectorBatch
     members: dict[str, Any] = field(default_factory=dict)  # connector_batch.Member by table
