@@ -20,15 +20,18 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from pipelines.apply.batch import TableApplier, record_stats
+from pipelines.apply.batch import BatchStats, TableApplier, record_stats
 from pipelines.changelog.decode import envelopes
 from pipelines.exceptions import ChangelakeError, RetryableError
+
+PARALLEL_TABLES = 4  # tables of one batch applied at once
 
 
 @dataclass
@@ -38,6 +41,21 @@ class Member:
     applier: TableApplier
     error: str | None = None  # its own problem: it applies nothing more in this stream
     retry: str | None = None  # a service failed it: the run retries it alone, later
+
+
+def _apply_one(
+    member: Member, records: DataFrame, batch_id: int, stats: BatchStats
+) -> Exception | None:
+    """One table's part of a batch; an unexpected failure is returned for the batch to raise."""
+    try:
+        member.applier.apply_records(records, batch_id, stats)
+    except RetryableError as exc:  # a service that may come back: retried alone
+        member.retry = str(exc)
+    except ChangelakeError as exc:  # the table's own: it alone stops
+        member.error = str(exc)
+    except Exception as exc:
+        return exc
+    return None
 
 
 class BatchFailed(Exception):
@@ -52,16 +70,18 @@ class ConnectorBatch:
         self.failure: str | None = None  # the last failed batch's traceback, in full
         self._running = threading.Lock()
         self._closed = False
+        self._pool = ThreadPoolExecutor(PARALLEL_TABLES, thread_name_prefix="changelake-table")
 
     def close(self, wait_s: float) -> bool:
         """No batch does anything from now on; wait up to `wait_s` for the one in flight to
         end. True when none runs (the query can be stopped safely). A batch skipped so is read
         again by the next start, which begins where each table's commits say."""
         self._closed = True
-        if not self._running.acquire(timeout=wait_s):
-            return False
-        self._running.release()
-        return True
+        idle = self._running.acquire(timeout=wait_s)
+        if idle:
+            self._running.release()
+        self._pool.shutdown(wait=False)  # not before: the batch in flight hands tables to it
+        return idle
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         with self._running:
@@ -80,19 +100,19 @@ class ConnectorBatch:
         try:
             per_topic = record_stats(env)
             counted = time.monotonic() - started
+            work = []
             for topic, stats in sorted(per_topic.items()):
                 member = self.members.get(topic)
                 if member is None or member.error is not None or member.retry is not None:
                     continue
                 stats.started, stats.phases["records"] = started, counted
-                try:
-                    member.applier.apply_records(
-                        env.where(F.col("topic") == topic), batch_id, stats
-                    )
-                except RetryableError as exc:  # a service that may come back: retried alone
-                    member.retry = str(exc)
-                except ChangelakeError as exc:  # the table's own: it alone stops
-                    member.error = str(exc)
+                work.append((member, env.where(F.col("topic") == topic), stats))
+            # Tables side by side: one table's driver work (planning its jobs, committing to
+            # Delta) overlaps another's tasks.
+            failures = list(self._pool.map(lambda w: _apply_one(w[0], w[1], batch_id, w[2]), work))
+            for failure in failures:
+                if failure is not None:  # after every table ended: none runs past the batch
+                    raise failure
         finally:
             env.unpersist()
 

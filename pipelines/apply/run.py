@@ -203,6 +203,7 @@ class Pipeline:
     def _ended(self, stream: Stream) -> None:
         assert stream.query is not None
         exception = stream.query.exception()
+        stream.batch.close(wait_s=0)  # ended: its threads go
         failure = None if exception is None else (stream.batch.failure or str(exception))
         if failure is None and not self.options.once:  # only --once ends on its own
             failure = f"{stream.query.name} ended without an error"
