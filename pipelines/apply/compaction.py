@@ -33,6 +33,7 @@ from pipelines.tables import TableRef
 Out = Callable[[str], None]
 POOL = "compaction"  # its Spark scheduler pool, see fairscheduler.xml
 VACUUM_EVERY_S = 3600.0  # how often a running pipeline removes a changelog's dropped files
+REST_FACTOR = 3.0  # after a compaction of d seconds the compactor rests min(3 d, interval)
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ class Compactor:
                 name, sealed = next(iter(self.waiting.items()))
                 del self.waiting[name]
                 self.busy = name
+            started = time.monotonic()
             try:
                 self.run(sealed)
             except Exception as exc:  # the next seal covers these epochs too
@@ -168,5 +170,10 @@ class Compactor:
                         f"{name}: compaction failed, retried at the next seal: {cause(str(exc))}"
                     )
             finally:
+                # Compactions back to back would hold a core for good on a small machine (a
+                # MERGE into a large base table costs about the same however few changes it
+                # folds): resting keeps them to a quarter of the time, and each folds more.
+                rest = min(REST_FACTOR * (time.monotonic() - started), self.every_s)
                 with self.changed:
                     self.busy = None
+                    self.changed.wait_for(lambda: self.stopping, rest)
