@@ -14,6 +14,8 @@ from confluent_kafka.admin import AdminClient
 
 from pipelines.exceptions import RetryableError
 
+WATERMARKS_RETRY_S = 15.0  # how long a leaderless partition (a topic just made) is waited for
+
 
 @dataclass(frozen=True)
 class Record:
@@ -68,7 +70,19 @@ def _consumer(bootstrap: str) -> Consumer:
 
 
 def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
-    """(low, high) offsets per partition."""
+    """(low, high) offsets per partition. A topic created a moment ago may have no partition
+    leader yet ("Not leader for partition"): retriable errors are tried again for a while."""
+    deadline = time.monotonic() + WATERMARKS_RETRY_S
+    while True:
+        try:
+            return _watermarks(bootstrap, topic)
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     consumer = _consumer(bootstrap)
     try:
         parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
