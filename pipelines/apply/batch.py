@@ -63,6 +63,8 @@ class BatchStats:
     stale: int = 0  # documents OpenSearch already held at a newer version
     resent: int = 0  # key updates whose new row Debezium was asked to send again
     marks: list[Mark] = field(default_factory=list)  # the batch's key-change records
+    # Each schema version's first record (partition, offset), when `record_stats` counted them.
+    firsts: dict[int, tuple[int, int]] | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
     started: float = field(default_factory=time.monotonic)  # when the batch began
 
@@ -79,18 +81,23 @@ _ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
 
 def record_stats(env: DataFrame) -> dict[str, BatchStats]:
-    """Per topic, what the records say before decoding: offsets, counts, key-change marks, and
-    how many are not even an envelope; one small aggregation for every table of a batch."""
+    """Per topic, what the records say before decoding: offsets, counts, key-change marks, how
+    many are not even an envelope, and where each schema version first appears (so decoding
+    needs no job of its own to find the versions); one small aggregation for every table."""
     stats: dict[str, BatchStats] = {}
-    per_partition = env.groupBy("topic", "partition").agg(
-        F.max("offset"), F.count("*"), marks_column(), F.count("odd_text")
+    groups = env.groupBy("topic", "partition", "version_id").agg(
+        F.max("offset"), F.count("*"), marks_column(), F.count("odd_text"), F.min("offset")
     )
-    for row in per_partition.collect():
-        found = stats.setdefault(str(row[0]), BatchStats())
-        found.offsets[str(row[1])] = int(row[2]) + 1
-        found.records += int(row[3])
-        found.marks += marks_of(int(row[1]), row[4])
-        found.bad += int(row[5])
+    for topic, partition, version, last, count, marks, odd, first in groups.collect():
+        found = stats.setdefault(str(topic), BatchStats(firsts={}))
+        at = str(partition)
+        found.offsets[at] = max(int(last) + 1, found.offsets.get(at, 0))
+        found.records += int(count)
+        found.marks += marks_of(int(partition), marks)
+        found.bad += int(odd)
+        if version is not None and found.firsts is not None:
+            here = (int(partition), int(first))
+            found.firsts[int(version)] = min(here, found.firsts.get(int(version), here))
     return stats
 
 
@@ -206,7 +213,7 @@ class TableApplier:
     def apply(self, env: DataFrame, stats: BatchStats) -> BatchStats:
         with stats.timed("decode"):
             decoded = decode_batch(
-                env, self.table.name, self.table.placeholder, self.fetch, self.known
+                env, self.table.name, self.table.placeholder, self.fetch, self.known, stats.firsts
             )
             decoded.persist()
         try:

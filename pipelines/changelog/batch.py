@@ -6,7 +6,7 @@ widest type of each column across the versions, and every column any version has
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -75,11 +75,12 @@ def decode_batch(
     placeholder: str,
     fetch: Fetch,
     known: dict[int, Version] | None = None,
+    firsts: Mapping[int, tuple[int, int]] | None = None,
 ) -> Decoded:
     """`known`: the schema versions a stream has already parsed, by version id (kept by the
-    caller across batches)."""
+    caller across batches); `firsts`: see `versions`."""
     try:
-        return _decode_batch(env, table, placeholder, fetch, known)
+        return _decode_batch(env, table, placeholder, fetch, known, firsts)
     except SchemaError as exc:
         if exc.message.startswith("table "):
             raise
@@ -87,9 +88,14 @@ def decode_batch(
 
 
 def _decode_batch(
-    env: DataFrame, table: str, placeholder: str, fetch: Fetch, known: dict[int, Version] | None
+    env: DataFrame,
+    table: str,
+    placeholder: str,
+    fetch: Fetch,
+    known: dict[int, Version] | None,
+    firsts: Mapping[int, tuple[int, int]] | None,
 ) -> Decoded:
-    found = versions(env, fetch, known)
+    found = versions(env, fetch, known, firsts)
     rows = [v for v in found if not v.row.truncate]
     columns = _widest(table, rows or found)
     key = _key(table, rows)

@@ -7,7 +7,7 @@ Spark schema, and the payloads of that version are read with `from_json` in one 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -108,31 +108,37 @@ def _head(raw: bytes | None) -> str | None:
 
 
 def versions(
-    env: DataFrame, fetch: Fetch, known: dict[int, Version] | None = None
+    env: DataFrame,
+    fetch: Fetch,
+    known: dict[int, Version] | None = None,
+    firsts: Mapping[int, tuple[int, int]] | None = None,
 ) -> list[Version]:
     """The distinct schema versions in a batch (usually one; two around a DDL change). Grouped by
     a hash, so no schema text is carried per record; the first record of a version not in `known`
     is read again from Kafka and its schema parsed here (and added to `known`, so a stream
-    fetches each version once, not once per batch)."""
+    fetches each version once, not once per batch). `firsts`: each version's first record
+    (partition, offset) when the caller has counted them already; else one job finds them."""
     known = {} if known is None else known
-    firsts = (
-        env.where(F.col("version_id").isNotNull())
-        .groupBy("version_id")
-        .agg(F.min(F.struct("partition", "offset")).alias("first"))
-        .collect()
-    )
+    if firsts is None:
+        rows = (
+            env.where(F.col("version_id").isNotNull())
+            .groupBy("version_id")
+            .agg(F.min(F.struct("partition", "offset")).alias("first"))
+            .collect()
+        )
+        firsts = {int(v): (int(f["partition"]), int(f["offset"])) for v, f in rows}
     found = []
-    for vid, first in firsts:
-        if int(vid) in known:
-            found.append(known[int(vid)])
+    for vid, (partition, offset) in sorted(firsts.items()):
+        if vid in known:
+            found.append(known[vid])
             continue
-        key, value = fetch(int(first["partition"]), int(first["offset"]))
+        key, value = fetch(partition, offset)
         head, key_head = _head(value), _head(key)
         if head is None:
-            raise SchemaError(f"record at offset {first['offset']} changed while being read")
+            raise SchemaError(f"record at offset {offset} changed while being read")
         schemas = (_schema_text(head), _schema_text(key_head) if key_head else None)
-        known[int(vid)] = Version(int(vid), head, row_version(*schemas))
-        found.append(known[int(vid)])
+        known[vid] = Version(vid, head, row_version(*schemas))
+        found.append(known[vid])
     return found
 
 
