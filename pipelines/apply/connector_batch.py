@@ -20,12 +20,13 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from pyspark import SparkContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines.apply.batch import BatchStats, TableApplier, record_stats
 from pipelines.changelog.decode import envelopes
@@ -44,9 +45,10 @@ class Member:
 
 
 def _apply_one(
-    member: Member, records: DataFrame, batch_id: int, stats: BatchStats
+    member: Member, records: DataFrame, batch_id: int, stats: BatchStats, tag: str
 ) -> Exception | None:
     """One table's part of a batch; an unexpected failure is returned for the batch to raise."""
+    records.sparkSession.sparkContext.addJobTag(tag)  # this thread's jobs, for `cancel`
     try:
         member.applier.apply_records(records, batch_id, stats)
     except RetryableError as exc:  # a service that may come back: retried alone
@@ -71,6 +73,8 @@ class ConnectorBatch:
         self._running = threading.Lock()
         self._closed = False
         self._pool = ThreadPoolExecutor(PARALLEL_TABLES, thread_name_prefix="changelake-table")
+        self.tag = f"changelake-batch-{uuid.uuid4().hex[:12]}"  # its tables' Spark jobs
+        self._context: SparkContext | None = None
 
     def close(self, wait_s: float) -> bool:
         """No batch does anything from now on; wait up to `wait_s` for the one in flight to
@@ -80,13 +84,21 @@ class ConnectorBatch:
         idle = self._running.acquire(timeout=wait_s)
         if idle:
             self._running.release()
-        self._pool.shutdown(wait=False)  # not before: the batch in flight hands tables to it
+        # Not before: the batch in flight hands its tables to the pool (one still running after
+        # wait_s fails when it next does, which the stop makes moot).
+        self._pool.shutdown(wait=False)
         return idle
+
+    def cancel(self) -> None:
+        """Cancel the Spark jobs its tables are running (a batch that outlasts a stop's wait)."""
+        if self._context is not None:
+            self._context.cancelJobsWithTag(self.tag)
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         with self._running:
             if self._closed:
                 return
+            self._context = raw.sparkSession.sparkContext
             try:
                 self._apply(raw, batch_id)
             except Exception as exc:
@@ -109,17 +121,11 @@ class ConnectorBatch:
                 work.append((member, env.where(F.col("topic") == topic), stats))
             # Tables side by side: one table's driver work (planning its jobs, committing to
             # Delta) overlaps another's tasks.
-            failures = list(self._pool.map(lambda w: _apply_one(w[0], w[1], batch_id, w[2]), work))
+            failures = list(
+                self._pool.map(lambda w: _apply_one(w[0], w[1], batch_id, w[2], self.tag), work)
+            )
             for failure in failures:
                 if failure is not None:  # after every table ended: none runs past the batch
                     raise failure
         finally:
             env.unpersist()
-
-
-def stop_between_batches(query: StreamingQuery, batch: ConnectorBatch, wait_s: float) -> bool:
-    """Stop a query whose function is `batch` once its batch in flight ends. False when that
-    batch outlasted `wait_s` and was interrupted."""
-    waited = batch.close(wait_s)
-    query.stop()
-    return waited

@@ -8,14 +8,13 @@ not a query per table competing for the cores. Each start begins every table at 
 own commits record (a fresh checkpoint), so a table whose schema changed incompatibly stops alone
 while the others go on, and a table whose topic appears later (a table added to the connector) is
 snapshotted and joins when the stream restarts with it. SIGINT/SIGTERM stop every query once the
-batch in flight ends (or after STOP_WAIT_S, abandoning it: safe, as a table's commit records what
-it covers).
+batch in flight ends (or after STOP_WAIT_S, cancelling its Spark jobs: safe, as a table's commit
+records what it covers).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -24,9 +23,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from pipelines import kafka_io, lakefs
+from pipelines.apply import connector_stream
 from pipelines.apply.batch import TableApplier
 from pipelines.apply.compaction import Compactor
-from pipelines.apply.connector_batch import ConnectorBatch, Member, stop_between_batches
+from pipelines.apply.connector_batch import Member
 from pipelines.apply.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.apply.key_change_guard import KeyChangeGuard
 from pipelines.apply.run_report import (
@@ -48,7 +48,6 @@ from pipelines.settings import Settings
 from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
-from pipelines.spark import kafka_options
 from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
 
@@ -196,8 +195,10 @@ class Pipeline:
     def _stop_stream(self, stream: Stream) -> None:
         """Stop the query between batches (see `connector_batch` for why never inside one)."""
         assert stream.query is not None
-        if not stop_between_batches(stream.query, stream.batch, STOP_WAIT_S):
-            self.out(f"{stream.query.name}: batch still running after {STOP_WAIT_S:.0f}s, stopped")
+        if not connector_stream.stop(stream.query, stream.batch, STOP_WAIT_S):
+            self.out(
+                f"{stream.query.name}: batch still running after {STOP_WAIT_S:.0f}s, cancelled"
+            )
         stream.query = None
 
     def _ended(self, stream: Stream) -> None:
@@ -232,30 +233,15 @@ class Pipeline:
                 self._set(job, "stopped")
         if not members:
             return
-        # A fresh checkpoint every start: where each table stands is in its own commits, and
-        # a table stopped meanwhile must not be carried past what it applied.
-        checkpoint = f"{self.settings.checkpoints.rstrip('/')}/_connectors/{connector}"
-        lakefs.delete(self.spark, checkpoint)
-        topics = sorted(members)
-        raw = (
-            self.spark.readStream.format("kafka")
-            .options(**kafka_options(self.spark, self.settings.kafka_bootstrap, topics))
-            .option("startingOffsets", json.dumps(offsets))
-            .option("maxOffsetsPerTrigger", str(self.options.max_records_per_batch))
-            .option("includeHeaders", "true")  # a key update's records say so in theirs
-            .load()
+        stream.query, stream.batch = connector_stream.start(
+            self.spark,
+            self.settings.kafka_bootstrap,
+            self.settings.checkpoints,
+            connector,
+            members,
+            offsets,
+            self.options,
         )
-        stream.batch = ConnectorBatch(members)
-        writer = (
-            raw.writeStream.foreachBatch(stream.batch)
-            .queryName(f"changelake-{connector}")
-            .option("checkpointLocation", checkpoint)
-        )
-        if self.options.once:
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=f"{self.options.trigger_seconds} seconds")
-        stream.query = writer.start()
         stream.members = {m.applier.table.name: m for m in members.values()}
         for member in members.values():
             job = self.jobs[member.applier.table.name]

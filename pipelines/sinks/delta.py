@@ -34,7 +34,7 @@ SOFT_COLUMNS = (DELETED, DELETED_AT)
 # One dead letter per record and reason, compared NULL-safely: a document OpenSearch refused
 # during a reindex has no Kafka partition or offset, and must not be added again by each rebuild.
 ERROR_KEY = ("topic", "partition", "offset", "reason")
-ERRORS_ATTEMPTS = 3
+ERRORS_ATTEMPTS = 5
 _TXN_APP, _TXN_VERSION = (
     "spark.databricks.delta.write.txnAppId",
     "spark.databricks.delta.write.txnVersion",

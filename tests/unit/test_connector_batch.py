@@ -15,13 +15,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from pipelines.apply import connector_stream
 from pipelines.apply.batch import BatchStats
-from pipelines.apply.connector_batch import (
-    BatchFailed,
-    ConnectorBatch,
-    Member,
-    stop_between_batches,
-)
+from pipelines.apply.connector_batch import BatchFailed, ConnectorBatch, Member
 from pipelines.apply.streaming_failure import cause
 from pipelines.exceptions import ChangelakeError, RetryableError
 from tests.support import wait_for
@@ -55,7 +51,7 @@ def test_a_batch_in_flight_ends_before_its_stream_stops(
 
     batch, query = _start(spark, tmp_path, slow)
     assert started.wait(60), "no batch started"
-    assert stop_between_batches(query, batch, wait_s=60)
+    assert connector_stream.stop(query, batch, wait_s=60)
     assert finished.is_set() and not query.isActive
     assert query.exception() is None
 
@@ -142,3 +138,35 @@ def test_each_table_gets_its_records_and_a_failing_one_fails_the_batch_after_the
     batch(_raw(spark, ["b", "c", "d"]), 1)  # stopped and set-aside tables are skipped
     assert appliers["b"].got.is_set()
     assert not appliers["c"].got.is_set() and not appliers["d"].got.is_set()
+
+
+def test_a_batch_outlasting_the_stop_has_its_tables_spark_jobs_cancelled(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    started = threading.Event()
+
+    def endless() -> None:  # a table's job that would run for many minutes
+        started.set()
+        spark.range(10**12).selectExpr("max(id)").collect()
+
+    batch = ConnectorBatch({"a": Member(_Applier(endless))})  # type: ignore[arg-type]
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 5)
+        .load()
+        .selectExpr(
+            "'a' AS topic",
+            "0 AS partition",
+            "value AS offset",
+            "CAST('k' AS BINARY) AS key",
+            """CAST('{"schema":{},"payload":{}}' AS BINARY) AS value""",
+        )
+        .writeStream.foreachBatch(batch)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    assert started.wait(60), "no batch started"
+    assert not connector_stream.stop(query, batch, wait_s=0.1)
+    assert not query.isActive
+    tracker = spark.sparkContext.statusTracker()  # nothing of the batch runs on, unseen
+    wait_for(lambda: not tracker.getActiveJobsIds(), 30, "the table's job to be cancelled")
