@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from delta.exceptions import DeltaConcurrentModificationException
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,6 +44,18 @@ SOFT_COLUMNS = (DELETED, DELETED_AT)
 # during a reindex has no Kafka partition or offset, and must not be added again by each rebuild.
 ERROR_KEY = ("topic", "partition", "offset", "reason")
 ERRORS_ATTEMPTS = 5
+# Delta's write conflicts. In delta-spark's Python API they share no base class (each derives
+# from PySparkException alone): catching DeltaConcurrentModificationException misses the rest.
+WRITE_CONFLICTS: tuple[type[Exception], ...] = (
+    DeltaConcurrentModificationException,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 _TXN_APP, _TXN_VERSION = (
     "spark.databricks.delta.write.txnAppId",
     "spark.databricks.delta.write.txnVersion",
@@ -225,7 +246,7 @@ class ErrorsSink:
                     .execute()
                 )
                 return
-            except DeltaConcurrentModificationException as exc:
+            except WRITE_CONFLICTS as exc:
                 if attempt + 1 == ERRORS_ATTEMPTS:  # the batch (or snapshot) is tried again
                     raise RetryableError(f"dead letters not written to {self.path}: {exc}") from exc
                 time.sleep(random.uniform(0.5, 2.0) * (attempt + 1))  # apart from the other writer

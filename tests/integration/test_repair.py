@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
-from delta.exceptions import DeltaConcurrentModificationException
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from pipelines import kafka_io
 from pipelines.changelog.key_changes import NEW_KEY_HEADER
+from pipelines.sinks.delta import WRITE_CONFLICTS
 from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import wait_for
@@ -37,7 +37,7 @@ def damage(change: Callable[[], None]) -> None:
     def attempt() -> bool:
         try:
             change()
-        except DeltaConcurrentModificationException:
+        except WRITE_CONFLICTS:
             return False
         return True
 
