@@ -41,7 +41,14 @@ from pipelines.changelog.key_changes import Mark, marks_column, marks_of
 from pipelines.changelog.plan import after_truncate, completed, latest_per_key
 from pipelines.read.table import commits, epoch_of, newest, read_table
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
-from pipelines.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, ErrorsSink, evolve
+from pipelines.sinks.delta import (
+    META_COLUMNS,
+    CommitMeta,
+    DeltaSink,
+    ErrorsSink,
+    evolve,
+    furthest,
+)
 from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.tables import TableRef
 
@@ -326,9 +333,7 @@ class TableApplier:
     def _meta(
         self, stats: BatchStats, previous: CommitMeta | None, key: tuple[str, ...]
     ) -> CommitMeta:
-        offsets = dict(previous.offsets if previous else {})
-        for partition, offset in stats.offsets.items():  # never backwards: it is the progress
-            offsets[partition] = max(offset, offsets.get(partition, 0))
+        offsets = furthest(previous.offsets if previous else {}, stats.offsets)
         max_lsn = max(stats.max_lsn, previous.max_lsn if previous else 0)
         newest_ts = max(
             filter(None, [stats.max_source_ts, previous.max_source_ts if previous else None]),

@@ -45,10 +45,9 @@ class Member:
 
 
 def _apply_one(
-    member: Member, records: DataFrame, batch_id: int, stats: BatchStats, tag: str
+    member: Member, records: DataFrame, batch_id: int, stats: BatchStats
 ) -> Exception | None:
     """One table's part of a batch; an unexpected failure is returned for the batch to raise."""
-    records.sparkSession.sparkContext.addJobTag(tag)  # this thread's jobs, for `cancel`
     try:
         member.applier.apply_records(records, batch_id, stats)
     except RetryableError as exc:  # a service that may come back: retried alone
@@ -67,14 +66,19 @@ class BatchFailed(Exception):
 class ConnectorBatch:
     """The `foreachBatch` function of a connector's stream."""
 
-    def __init__(self, members: dict[str, Member]):
+    def __init__(self, members: dict[str, Member], context: SparkContext):
         self.members = members  # by topic; the run marks a member with an error stopped
         self.failure: str | None = None  # the last failed batch's traceback, in full
         self._running = threading.Lock()
         self._closed = False
-        self._pool = ThreadPoolExecutor(PARALLEL_TABLES, thread_name_prefix="changelake-table")
-        self.tag = f"changelake-batch-{uuid.uuid4().hex[:12]}"  # its tables' Spark jobs
-        self._context: SparkContext | None = None
+        self._context, self._tag = context, f"changelake-batch-{uuid.uuid4().hex[:12]}"
+        # Each table thread tags its Spark jobs once, as it starts, for `cancel`.
+        self._pool = ThreadPoolExecutor(
+            PARALLEL_TABLES,
+            thread_name_prefix="changelake-table",
+            initializer=context.addJobTag,
+            initargs=(self._tag,),
+        )
 
     def close(self, wait_s: float) -> bool:
         """No batch does anything from now on; wait up to `wait_s` for the one in flight to
@@ -91,14 +95,12 @@ class ConnectorBatch:
 
     def cancel(self) -> None:
         """Cancel the Spark jobs its tables are running (a batch that outlasts a stop's wait)."""
-        if self._context is not None:
-            self._context.cancelJobsWithTag(self.tag)
+        self._context.cancelJobsWithTag(self._tag)
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         with self._running:
             if self._closed:
                 return
-            self._context = raw.sparkSession.sparkContext
             try:
                 self._apply(raw, batch_id)
             except Exception as exc:
@@ -121,9 +123,7 @@ class ConnectorBatch:
                 work.append((member, env.where(F.col("topic") == topic), stats))
             # Tables side by side: one table's driver work (planning its jobs, committing to
             # Delta) overlaps another's tasks.
-            failures = list(
-                self._pool.map(lambda w: _apply_one(w[0], w[1], batch_id, w[2], self.tag), work)
-            )
+            failures = list(self._pool.map(lambda w: _apply_one(w[0], w[1], batch_id, w[2]), work))
             for failure in failures:
                 if failure is not None:  # after every table ended: none runs past the batch
                     raise failure

@@ -39,7 +39,7 @@ def start(
         .option("includeHeaders", "true")  # a key update's records say so in theirs
         .load()
     )
-    batch = ConnectorBatch(members)
+    batch = ConnectorBatch(members, spark.sparkContext)
     writer = (
         raw.writeStream.foreachBatch(batch)
         .queryName(f"changelake-{connector}")

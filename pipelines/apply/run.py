@@ -194,7 +194,7 @@ class Pipeline:
 
     def _stop_stream(self, stream: Stream) -> None:
         """Stop the query between batches (see `connector_batch` for why never inside one)."""
-        assert stream.query is not None
+        assert stream.query is not None and stream.batch is not None
         if not connector_stream.stop(stream.query, stream.batch, STOP_WAIT_S):
             self.out(
                 f"{stream.query.name}: batch still running after {STOP_WAIT_S:.0f}s, cancelled"
@@ -202,7 +202,7 @@ class Pipeline:
         stream.query = None
 
     def _ended(self, stream: Stream) -> None:
-        assert stream.query is not None
+        assert stream.query is not None and stream.batch is not None
         exception = stream.query.exception()
         stream.batch.close(wait_s=0)  # ended: its threads go
         failure = None if exception is None else (stream.batch.failure or str(exception))

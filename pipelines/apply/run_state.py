@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming.query import StreamingQuery
 
+from pipelines.sinks.delta import furthest
 from pipelines.tables import TableRef
+
+if TYPE_CHECKING:  # connector_stream imports this module
+    from pipelines.apply.connector_batch import ConnectorBatch, Member
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,7 @@ class TableJob:
         self.changes += int(stats.get("changes", 0))
         self.errors += int(stats.get("errors", 0))
         self.stats = stats
-        for partition, offset in (stats.get("offsets") or {}).items():
-            self.offsets[partition] = max(offset, self.offsets.get(partition, 0))
+        self.offsets = furthest(self.offsets, stats.get("offsets") or {})
 
 
 @dataclass
@@ -50,5 +53,5 @@ class Stream:
     """One connector's streaming query, and the tables it applies."""
 
     query: StreamingQuery | None = None
-    batch: Any = None  # its connector_batch.ConnectorBatch
-    members: dict[str, Any] = field(default_factory=dict)  # connector_batch.Member by table
+    batch: ConnectorBatch | None = None  # the function that applies its batches
+    members: dict[str, Member] = field(default_factory=dict)  # by table

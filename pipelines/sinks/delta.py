@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -61,6 +61,11 @@ _TXN_APP, _TXN_VERSION = (
     "spark.databricks.delta.write.txnVersion",
 )
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def furthest(offsets: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:
+    """Per partition, the further of two next-offsets to read: progress never goes back."""
+    return {p: max(offsets.get(p, 0), more.get(p, 0)) for p in {*offsets, *more}}
 
 
 @dataclass(frozen=True)

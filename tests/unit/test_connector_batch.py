@@ -26,7 +26,7 @@ from tests.support import wait_for
 def _start(
     spark: SparkSession, tmp_path: Path, apply: Callable[[DataFrame, int], None]
 ) -> tuple[ConnectorBatch, StreamingQuery]:
-    batch = ConnectorBatch({})
+    batch = ConnectorBatch({}, spark.sparkContext)
     batch._apply = apply  # type: ignore[method-assign]
     query = (
         spark.readStream.format("rate")
@@ -121,7 +121,7 @@ def test_each_table_gets_its_records_and_a_failing_one_fails_the_batch_after_the
         for t, then in (("a", fails), ("b", slow), ("c", own_problem), ("d", service_away))
     }
     members = {t: Member(a) for t, a in appliers.items()}  # type: ignore[arg-type]
-    batch = ConnectorBatch(members)
+    batch = ConnectorBatch(members, spark.sparkContext)
     raised = None
     try:
         batch(_raw(spark, ["a", "b", "c", "d", "unknown"]), 0)
@@ -149,7 +149,8 @@ def test_a_batch_outlasting_the_stop_has_its_tables_spark_jobs_cancelled(
         started.set()
         spark.range(10**12).selectExpr("max(id)").collect()
 
-    batch = ConnectorBatch({"a": Member(_Applier(endless))})  # type: ignore[arg-type]
+    members = {"a": Member(_Applier(endless))}  # type: ignore[arg-type]
+    batch = ConnectorBatch(members, spark.sparkContext)
     query = (
         spark.readStream.format("rate")
         .option("rowsPerSecond", 5)
