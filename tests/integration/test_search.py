@@ -166,7 +166,11 @@ def replay(p: Pipeline, settings: Settings, t: str, start: int, end: int) -> dic
         settings.kafka_bootstrap,
         SearchSink(client, spec, topic, print),
     )
-    ConnectorBatch({topic: Member(applier)})(raw, 0)
+    batch = ConnectorBatch({topic: Member(applier)}, p.spark.sparkContext)
+    try:
+        batch(raw, 0)
+    finally:
+        batch.close(0)
     return seen
 
 
