@@ -14,10 +14,11 @@ from typing import Any
 
 from pipelines import kafka_io, pg
 from pipelines.bench import pipeline_runs, source, stages
+from pipelines.bench.pgbench_load import PgbenchRun, run_pgbench
 from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
 from pipelines.bench.resources import ResourceSampler
 from pipelines.bench.stats import summarize
-from pipelines.bench.sustained import IndexWatch, Step, judged_by_freshness, run_steps
+from pipelines.bench.sustained import IndexWatch, Load, Step, judged_by_freshness, run_steps
 from pipelines.bench.visibility import (
     changelog_commits,
     commits,
@@ -29,7 +30,6 @@ from pipelines.bench.visibility import (
 )
 from pipelines.capture.connectors import apply as apply_connectors
 from pipelines.chaos.pipeline_process import PipelineProcess
-from pipelines.demo.load import run_load
 from pipelines.demo.seed import seed
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
@@ -47,8 +47,10 @@ class BenchOptions:
     # (~2M rows) fits `make bench` in 30 minutes on two cores, setup included; the 1M
     # (8.1M rows) takes over an hour there: see the README's benchmark section.
     rows: int = 250_000
-    rate: float = 100.0  # transactions/s of the first sustained step (~2 row changes each)
-    steps: int = 4  # each step doubles the rate
+    # Transactions/s of the first sustained step (~2 row changes each); each step doubles it, up
+    # to 4,000 (~8,000 row changes/s), or until a step's lag is not bounded.
+    rate: float = 250.0
+    steps: int = 5
     step_s: float = 60.0
     settle_s: float = 15.0
     # "Bounded" means lag stops growing (stats.lag_is_bounded's trend test); this cap only
@@ -56,7 +58,7 @@ class BenchOptions:
     # four concurrent MERGEs, so a 30 s cap failed steady steps (measured 2026-11-22).
     max_lag_s: float = 120.0
     prefill_s: float = 30.0  # the load written while the pipeline and Debezium are held back
-    prefill_rate: float = 300.0
+    prefill_rate: float = 500.0
 
     @property
     def rates(self) -> list[float]:
@@ -186,7 +188,7 @@ class Bench:
         self.say(f"bench: stage limits on {o.prefill_s:.0f} s of load at {o.prefill_rate:g}/s")
         stages.create_decoding_slot(dsn, DECODING_SLOT)
         stages.paused(s.connect_url, self.connector, pause=True)
-        load = run_load(dsn, o.prefill_rate, o.prefill_s, seed=11, progress=lambda _: None)
+        load = self._load(dsn)(o.prefill_rate, o.prefill_s, 11)
         decoding = stages.decode(dsn, DECODING_SLOT, source.PUBLICATION)
         self.say(
             f"  decoding: {decoding.changes:,} row changes in {decoding.seconds:.2f} s (the load"
@@ -204,12 +206,16 @@ class Bench:
         # Its records include a tombstone per delete: rate it by the row changes it carried.
         debezium = stages.Rate(decoding.changes, debezium.seconds)
         ours = pipeline_runs.run_once(self.env, self.log)
-        self.say(f"  changelake apply: {ours.changes:,} changes in {ours.working_s:.1f} s")
+        self.say(
+            f"  changelake apply: {ours.changes:,} changes queryable in {ours.queryable_s:.1f} s,"
+            f" compacted into the base tables by {ours.working_s:.1f} s"
+        )
         base_s = pipeline_runs.baseline(self.env, self._baseline_jobs(), self.log)
         self.say(f"  baseline apply: the same in {base_s:.1f} s")
         self.figures["stages"] = stage_figures(
             decoding.per_s,
             debezium.per_s,
+            ours.changes / ours.queryable_s if ours.queryable_s else None,
             ours.changes / ours.working_s if ours.working_s else None,
         )
         self.figures["baseline_apply_per_s"] = ours.changes / base_s if base_s else None
@@ -234,7 +240,7 @@ class Bench:
                 600,
             )
             steps = run_steps(
-                dsn,
+                self._load(dsn),
                 [self.table(t) for t in source.TABLES],
                 o.rates,
                 o.step_s,
@@ -248,6 +254,13 @@ class Bench:
             moments = watch.stop()
             pipeline.stop()
         return steps, {"ends": ends, "index": moments}
+
+    def _load(self, dsn: str) -> Load:
+        def load_at(rate: float, seconds: float, seed: int) -> PgbenchRun:
+            pgbench = self.settings.postgres_bin / "pgbench"
+            return run_pgbench(pgbench, dsn, rate, seconds, self.out_dir / "load", seed=seed)
+
+        return load_at
 
     # --- waiting --------------------------------------------------------------------------------
     def _wait(

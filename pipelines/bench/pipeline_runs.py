@@ -22,12 +22,15 @@ _STARTED = "changelake run: "
 
 @dataclass(frozen=True)
 class OnceRun:
-    """One `run --once`: its snapshots and batches, and the seconds after Spark was ready."""
+    """One `run --once`: its snapshots and batches, and the seconds after Spark was ready until
+    its last batch was committed (every change queryable) and until it exited (the base tables
+    compacted too)."""
 
     snapshot_rows: int
     snapshot_s: float
     changes: int
     working_s: float
+    queryable_s: float
 
 
 def run_once(env: Mapping[str, str], log: Path) -> OnceRun:
@@ -40,6 +43,7 @@ def run_once(env: Mapping[str, str], log: Path) -> OnceRun:
         text=True,
     )
     ready: float | None = None
+    last_batch: float | None = None
     lines = []
     with log.open("a") as out:
         assert proc.stdout is not None
@@ -48,14 +52,16 @@ def run_once(env: Mapping[str, str], log: Path) -> OnceRun:
             lines.append(line)
             if ready is None and line.startswith(_STARTED):
                 ready = time.monotonic()
+            elif _BATCH.search(line):  # printed once the table's batch is committed
+                last_batch = time.monotonic()
     code = proc.wait()
     ended = time.monotonic()
     if code != 0 or ready is None:
         raise ChangelakeError(f"bench: `changelake run --once` failed (exit {code})", f"see {log}")
-    return parse(lines, ended - ready)
+    return parse(lines, ended - ready, (last_batch or ended) - ready)
 
 
-def parse(lines: list[str], working_s: float) -> OnceRun:
+def parse(lines: list[str], working_s: float, queryable_s: float) -> OnceRun:
     snaps = [m for line in lines if (m := _SNAPSHOT.search(line))]
     batches = [m for line in lines if (m := _BATCH.search(line))]
     return OnceRun(
@@ -63,6 +69,7 @@ def parse(lines: list[str], working_s: float) -> OnceRun:
         snapshot_s=sum(float(m.group(2)) for m in snaps),
         changes=sum(int(m.group(1).replace(",", "")) for m in batches),
         working_s=working_s,
+        queryable_s=queryable_s,
     )
 
 

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from pipelines.bench.pgbench_load import PgbenchRun
 from pipelines.bench.stats import StepResult, lag_is_bounded
 from pipelines.bench.visibility import Visible, commit_lags
-from pipelines.demo.load import run_load
 from pipelines.exceptions import ChangelakeError
 from pipelines.search.client import SearchClient
 
 Say = Callable[[str], None]
+Load = Callable[[float, float, int], PgbenchRun]  # (transactions/s, seconds, seed) → what it did
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Step:
 
 
 def run_steps(
-    dsn: str,
+    load_at: Load,
     tables: Sequence[Path],
     rates: Sequence[float],
     step_s: float,
@@ -40,7 +41,7 @@ def run_steps(
     for number, rate in enumerate(rates, 1):
         started_ms = int(time.time() * 1000)
         say(f"bench: step {number}/{len(rates)}: {rate:g} transactions/s for {step_s:.0f} s")
-        load = run_load(dsn, rate, step_s, seed=100 + number, progress=lambda _: None)
+        load = load_at(rate, step_s, 100 + number)
         time.sleep(min(10.0, settle_s))  # commits of the step's last batches land after it
         lags = [
             (at, lag)
