@@ -17,8 +17,16 @@ from pipelines.bench import pipeline_runs, source, stages
 from pipelines.bench.pgbench_load import PgbenchRun, run_pgbench
 from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
 from pipelines.bench.resources import ResourceSampler
+from pipelines.bench.rounds import round_figures
 from pipelines.bench.stats import summarize
-from pipelines.bench.sustained import IndexWatch, Load, Step, judged_by_freshness, run_steps
+from pipelines.bench.sustained import (
+    IndexWatch,
+    Load,
+    Step,
+    judged_by_freshness,
+    run_steps,
+    timeline,
+)
 from pipelines.bench.visibility import (
     changelog_commits,
     commits,
@@ -37,7 +45,6 @@ from pipelines.stack import manager
 
 Say = Callable[[str], None]
 DECODING_SLOT = "changelake_bench_decoding"
-PLOT_POINTS = 1500
 SEED_CHUNK = 100_000  # customers per transaction (~810k rows in all tables)
 
 
@@ -222,9 +229,7 @@ class Bench:
 
     def _sustained(self, dsn: str, sampler: ResourceSampler) -> tuple[list[Step], dict[str, Any]]:
         o = self.options
-        pipeline = PipelineProcess(
-            self.env, self.out_dir / "pipeline.log", ("--trigger-seconds", "1")
-        )
+        pipeline = PipelineProcess(self.env, self._pipeline_log(), ("--trigger-seconds", "1"))
         ends = {t: _ends(self.settings, t) for t in source.topics()}
         pipeline.start()
         sampler.add("changelake run", pipeline.pid)
@@ -254,6 +259,9 @@ class Bench:
             moments = watch.stop()
             pipeline.stop()
         return steps, {"ends": ends, "index": moments}
+
+    def _pipeline_log(self) -> Path:
+        return self.out_dir / "pipeline.log"  # the streaming run's, for its rounds' figures
 
     def _load(self, dsn: str) -> Load:
         def load_at(rate: float, seconds: float, seed: int) -> PgbenchRun:
@@ -365,33 +373,14 @@ class Bench:
             },
             "ratios": {},
             "resources": {name: u.as_dict() for name, u in usage.items()},
-            "timeline": _timeline(steps, seen),
+            "timeline": timeline(steps, seen),
+            "rounds": round_figures(self._pipeline_log().read_text(errors="replace").splitlines()),
         }
 
 
 def _alive(pipeline: PipelineProcess) -> bool:
     pipeline.check_alive()  # raises, with the run's last lines, if it exited
     return True
-
-
-def _timeline(steps: list[Step], seen: list[tuple[int, float]]) -> list[dict[str, float]]:
-    """The plot's points, in seconds since the sustained load began: each step's start (so a
-    step is shaded from when its load began), the lag at each commit, and at most PLOT_POINTS
-    changes' freshness, evenly thinned."""
-    if not steps:
-        return []
-    origin = steps[0].started_ms
-    points = [{"t": (s.started_ms - origin) / 1000, "rate": s.result.target_rate} for s in steps]
-    points += [
-        {"t": (at - origin) / 1000, "lag_s": lag, "rate": step.result.target_rate}
-        for step in steps
-        for at, lag in step.lags
-    ]
-    thin = max(1, len(seen) // PLOT_POINTS)
-    points += [
-        {"t": (at - origin) / 1000, "delta_freshness_s": f} for at, f in sorted(seen)[::thin]
-    ]
-    return sorted(points, key=lambda p: p["t"])
 
 
 def _ends(settings: Settings, topic: str) -> dict[int, int]:

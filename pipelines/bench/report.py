@@ -21,6 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict, cast
 
+from pipelines.bench.plot import plot
+from pipelines.bench.rounds import RoundFigures, rounds_section
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
 from pipelines.exceptions import ConfigError
 
@@ -107,7 +109,14 @@ class TimelinePoint(TypedDict, total=False):
     rate: float
 
 
-class Results(TypedDict):
+class _Later(TypedDict, total=False):
+    """Figures that reports written before them lack (a class of its own: Python 3.11 reads
+    `NotRequired` in postponed annotations as required)."""
+
+    rounds: RoundFigures | None  # where the streaming run's time went
+
+
+class Results(_Later):
     started_at: str  # ISO 8601 with a time zone
     duration_s: float
     machine: Machine
@@ -351,10 +360,13 @@ def _steps_table(results: Mapping[str, Any]) -> str:
             _cell(s.get("achieved_transactions"), _count),
             _count(s["achieved_rate"]),
             "yes" if s["bounded"] else "no",
+            _cell(s.get("freshness_p50"), _seconds),
+            _cell(s.get("freshness_p99"), _seconds),
         ]
         for s in steps
     ]
     header = ["target transactions/s", "achieved transactions/s", "row changes/s", "lag bounded"]
+    header += ["freshness to Delta p50 (s)", "p99 (s)"]
     return _table(header, rows) + _steps_caveat(steps)
 
 
@@ -392,6 +404,7 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         _stages_table(results),
         "## Load steps",
         _steps_table(results),
+        *rounds_section(results.get("rounds")),
         "## Resources",
         "CPU seconds and peak resident memory (sum over each service's processes; shared memory "
         "counts once per process that maps it).",
@@ -400,54 +413,6 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         f"![freshness and lag]({plot_name})",
     ]
     return "\n\n".join(sections) + "\n"
-
-
-# --- plot -------------------------------------------------------------------------------------
-
-
-def _step_spans(timeline: Sequence[TimelinePoint]) -> list[tuple[float, float, float]]:
-    """(start, end, rate) for each run of points under the same load step."""
-    spans: list[tuple[float, float, float]] = []
-    for point in sorted((p for p in timeline if "rate" in p), key=lambda p: p["t"]):
-        if spans and spans[-1][2] == point["rate"]:
-            spans[-1] = (spans[-1][0], point["t"], point["rate"])
-        else:
-            if spans:  # a step lasts until the next one starts
-                spans[-1] = (spans[-1][0], point["t"], spans[-1][2])
-            spans.append((point["t"], point["t"], point["rate"]))
-    return spans
-
-
-def plot(timeline: Sequence[TimelinePoint], path: Path) -> None:
-    """Lag (top) and freshness to Delta (bottom) against seconds since the load started."""
-    # imported here: matplotlib takes a noticeable time to import, and only this needs it
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 6), layout="constrained")
-    FigureCanvasAgg(fig)  # Agg, without pyplot's global state: safe off the main thread
-    lag_ax, fresh_ax = fig.subplots(2, 1, sharex=True)
-    lag = sorted((p["t"], p["lag_s"]) for p in timeline if "lag_s" in p)
-    fresh = [(p["t"], p["delta_freshness_s"]) for p in timeline if "delta_freshness_s" in p]
-    lag_ax.plot([t for t, _ in lag], [v for _, v in lag], color="tab:red", linewidth=1)
-    fresh_ax.scatter([t for t, _ in fresh], [v for _, v in fresh], s=6, color="tab:blue")
-    for number, (start, end, rate) in enumerate(_step_spans(timeline)):
-        for ax in (lag_ax, fresh_ax):
-            ax.axvspan(start, end, color="grey", alpha=0.12 if number % 2 else 0.04, linewidth=0)
-        label = f" {_count(rate)}/s"
-        lag_ax.text(
-            start, 0.97, label, transform=lag_ax.get_xaxis_transform(), va="top", fontsize=8
-        )
-    if not timeline:
-        for ax in (lag_ax, fresh_ax):
-            ax.text(0.5, 0.5, "no timeline recorded", transform=ax.transAxes, ha="center")
-            ax.set_xticks([])
-    for ax in (lag_ax, fresh_ax):
-        ax.set_ylim(bottom=0)  # a zero baseline, so a small wobble does not look like a trend
-    lag_ax.set_ylabel("lag (s)")
-    fresh_ax.set_ylabel("commit → Delta (s)")
-    fresh_ax.set_xlabel("seconds since the sustained load started")
-    fig.savefig(path, format="png", dpi=100)
 
 
 def write_report(results: Results | Mapping[str, Any], out_dir: Path) -> tuple[Path, Path, Path]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 # A step whose lag ends up this many times its early lag (plus the slack) is falling behind.
 TREND_FACTOR = 1.5
@@ -117,6 +117,8 @@ class StepDict(TypedDict):
     bounded: bool
     lag_samples: list[list[float]]
     achieved_transactions: float | None
+    freshness_p50: NotRequired[float | None]  # of the changes committed during the step
+    freshness_p99: NotRequired[float | None]
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ class StepResult:
     # transactions/s the load generator reached: below the target, it (not the pipeline) was
     # the limit, since it shares the machine
     achieved_transactions: float | None = None
+    freshness_p50: float | None = None  # of the changes committed during the step (s)
+    freshness_p99: float | None = None
 
     def as_dict(self) -> StepDict:
         return StepDict(
@@ -138,6 +142,8 @@ class StepResult:
             bounded=self.bounded,
             lag_samples=[[t, lag] for t, lag in self.lag_samples],
             achieved_transactions=self.achieved_transactions,
+            freshness_p50=self.freshness_p50,
+            freshness_p99=self.freshness_p99,
         )
 
     @classmethod
@@ -148,6 +154,8 @@ class StepResult:
             bounded=data["bounded"],
             lag_samples=tuple((t, lag) for t, lag in data["lag_samples"]),
             achieved_transactions=data.get("achieved_transactions"),
+            freshness_p50=data.get("freshness_p50"),
+            freshness_p99=data.get("freshness_p99"),
         )
 
 

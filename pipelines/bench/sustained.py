@@ -11,12 +11,13 @@ from datetime import datetime
 from pathlib import Path
 
 from pipelines.bench.pgbench_load import PgbenchRun
-from pipelines.bench.stats import StepResult, lag_is_bounded
+from pipelines.bench.stats import StepResult, lag_is_bounded, percentiles
 from pipelines.bench.visibility import Visible, commit_lags
 from pipelines.exceptions import ChangelakeError
 from pipelines.search.client import SearchClient
 
 Say = Callable[[str], None]
+PLOT_POINTS = 1500
 Load = Callable[[float, float, int], PgbenchRun]  # (transactions/s, seconds, seed) → what it did
 
 
@@ -69,12 +70,39 @@ def run_steps(
 def judged_by_freshness(
     step: Step, seen: Sequence[tuple[int, float]], step_s: float, max_lag_s: float
 ) -> StepResult:
-    """The step's result, marked not bounded when a change committed during it waited longer
-    than `max_lag_s` to reach Delta. Its commits alone cannot show a stall that lands just after
-    the step: the changes it leaves behind can. `seen` is (commit ms, freshness s) per change."""
+    """The step's result with the freshness of the changes committed during it, marked not
+    bounded when one of them waited longer than `max_lag_s` to reach Delta. Its commits alone
+    cannot show a stall that lands just after the step: the changes it leaves behind can.
+    `seen` is (commit ms, freshness s) per change."""
     end_ms = step.started_ms + step_s * 1000
-    worst = max((f for at, f in seen if step.started_ms <= at <= end_ms), default=0.0)
-    return step.result if worst <= max_lag_s else replace(step.result, bounded=False)
+    during = [f for at, f in seen if step.started_ms <= at <= end_ms]
+    figures = percentiles(during, (50, 99)) if during else {}
+    return replace(
+        step.result,
+        bounded=step.result.bounded and max(during, default=0.0) <= max_lag_s,
+        freshness_p50=figures.get("p50"),
+        freshness_p99=figures.get("p99"),
+    )
+
+
+def timeline(steps: list[Step], seen: list[tuple[int, float]]) -> list[dict[str, float]]:
+    """The plot's points, in seconds since the sustained load began: each step's start (so a
+    step is shaded from when its load began), the lag at each commit, and at most PLOT_POINTS
+    changes' freshness, evenly thinned."""
+    if not steps:
+        return []
+    origin = steps[0].started_ms
+    points = [{"t": (s.started_ms - origin) / 1000, "rate": s.result.target_rate} for s in steps]
+    points += [
+        {"t": (at - origin) / 1000, "lag_s": lag, "rate": step.result.target_rate}
+        for step in steps
+        for at, lag in step.lags
+    ]
+    thin = max(1, len(seen) // PLOT_POINTS)
+    points += [
+        {"t": (at - origin) / 1000, "delta_freshness_s": f} for at, f in sorted(seen)[::thin]
+    ]
+    return sorted(points, key=lambda p: p["t"])
 
 
 @dataclass

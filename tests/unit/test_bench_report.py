@@ -49,7 +49,7 @@ def timeline() -> list[TimelinePoint]:
 @pytest.fixture
 def results() -> Results:
     steps = [
-        StepResult(500, 498.4, True, ((5.0, 0.5), (10.0, 0.6))),
+        StepResult(500, 498.4, True, ((5.0, 0.5), (10.0, 0.6)), None, 0.75, 1.5),
         StepResult(1000, 951.0, False, ((5.0, 2.0), (10.0, 4.0))),
     ]
     return Results(
@@ -140,8 +140,8 @@ def test_the_markdown_shows_each_figure(results: Results) -> None:
         row("Debezium", "40,000", "10.3%"),
         row("Spark apply (queryable)", "1,200", "0.3%"),
         row("Spark apply and compaction into the base tables", "600", "0.2%"),
-        row("500", MISSING, "498", "yes"),
-        row("1,000", MISSING, "951", "no"),
+        row("500", MISSING, "498", "yes", "0.75", "1.50"),
+        row("1,000", MISSING, "951", "no", None, None),
         row("postgres", "12.3", "1,234"),
         row("pipeline", "250.0", "988"),
         "![freshness and lag](freshness.png)",

@@ -16,6 +16,7 @@ def test_a_change_that_waited_past_the_cap_unbounds_the_step() -> None:
     seen = [(STARTED_MS + 5_000, 30.0), (STARTED_MS + 58_000, 165.0)]
     judged = judged_by_freshness(step(), seen, step_s=60, max_lag_s=120)
     assert not judged.bounded
+    assert (judged.freshness_p50, judged.freshness_p99) == (97.5, 163.65)
     assert (judged.target_rate, judged.achieved_rate, judged.achieved_transactions) == (
         400,
         379,

@@ -1,0 +1,91 @@
+"""Where a streaming run's time went, read back from its own log: each table batch's line says
+how long its phases took (`[records 1.2, decode 0.8, …]`, timed from the round's start), and
+each compaction's line how long it took. Pure parsing, so the published figures are unit-tested.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import TypedDict
+
+from pipelines.bench.stats import median
+
+_BATCH = re.compile(
+    r"^(?P<table>[\w.]+): batch (?P<batch>\d+): (?P<changes>[\d,]+) changes from .*"
+    r" in (?P<seconds>[\d.]+)s \(.*\[(?P<phases>[^\]]*)\]\s*$"
+)
+_COMPACTED = re.compile(
+    r"^(?P<table>[\w.]+): compacted changelog epochs through \d+ into the base table"
+    r" in (?P<seconds>[\d.]+)s"
+)
+
+
+class RoundFigures(TypedDict):
+    rounds: int  # micro-batches of the connector's query that had changes
+    round_s_p50: float  # from a round's start to its slowest table's commit
+    table_batches: int
+    changes_p50: float  # per table batch
+    phases_p50: dict[str, float]  # per phase, over the table batches it took any time in
+    phase_batches: dict[str, int]  # how many those were
+    compactions: int
+    compaction_s_p50: float | None
+    compaction_s_total: float
+
+
+def round_figures(lines: Iterable[str]) -> RoundFigures | None:
+    """The figures of every batch and compaction line in `lines`; None without a batch line."""
+    rounds: dict[tuple[int, int], float] = defaultdict(float)
+    restarts = last = 0  # a restarted query numbers its batches from 0 again
+    changes: list[float] = []
+    phases: dict[str, list[float]] = defaultdict(list)
+    compactions: list[float] = []
+    for line in lines:
+        if batch := _BATCH.match(line):
+            number, seconds = int(batch["batch"]), float(batch["seconds"])
+            restarts, last = restarts + (number < last), number
+            rounds[restarts, number] = max(rounds[restarts, number], seconds)
+            changes.append(float(batch["changes"].replace(",", "")))
+            for part in filter(None, (p.strip() for p in batch["phases"].split(","))):
+                name, _, value = part.rpartition(" ")
+                if float(value) > 0:  # a phase with nothing to do (no index) shows 0.0
+                    phases[name].append(float(value))
+        elif compacted := _COMPACTED.match(line):
+            compactions.append(float(compacted["seconds"]))
+    if not changes:
+        return None
+    return RoundFigures(
+        rounds=len(rounds),
+        round_s_p50=median(list(rounds.values())),
+        table_batches=len(changes),
+        changes_p50=median(changes),
+        phases_p50={name: median(values) for name, values in phases.items()},
+        phase_batches={name: len(values) for name, values in phases.items()},
+        compactions=len(compactions),
+        compaction_s_p50=median(compactions) if compactions else None,
+        compaction_s_total=sum(compactions),
+    )
+
+
+def rounds_section(figures: RoundFigures | None) -> list[str]:
+    """The report's markdown about the rounds, or nothing for a run without them."""
+    if not figures:
+        return []
+    phases = sorted(figures["phases_p50"].items(), key=lambda item: -item[1])
+    counts = figures["phase_batches"]
+    rows = "\n".join(f"| {name} | {seconds:.2f} | {counts[name]:,} |" for name, seconds in phases)
+    compaction = figures["compaction_s_p50"]
+    return [
+        "## Where a round's time goes",
+        f"During the sustained load the connector's query ran {figures['rounds']:,} rounds with "
+        f"changes; a round took {figures['round_s_p50']:.1f} s (median, from its start to its "
+        f"slowest table's changelog commit). Its {figures['table_batches']:,} table batches "
+        f"held {figures['changes_p50']:,.0f} changes each (median). Per phase, the median "
+        "seconds over the table batches that spent any time in it (`records` is the round's one "
+        "read and count, shared by its tables; the tables run side by side):",
+        f"| phase | seconds | table batches |\n| --- | --- | --- |\n{rows}",
+        f"Compactions: {figures['compactions']:,}, "
+        + (f"{compaction:.1f} s each (median), " if compaction is not None else "")
+        + f"{figures['compaction_s_total']:.0f} s in all, beside the rounds.",
+    ]

@@ -1,0 +1,56 @@
+"""The report's rounds are read from the lines `changelake run` prints, as it prints them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipelines.apply.run_report import batch_line
+from pipelines.apply.run_state import TableJob
+from pipelines.bench.rounds import round_figures, rounds_section
+from pipelines.tables import TableRef
+
+
+def line(table: str, batch: int, changes: int, seconds: float, **phases: float) -> str:
+    job = TableJob(TableRef("public", table, f"bench.public.{table}", "bench", "slot"))
+    stats: dict[str, Any] = {
+        "batch": batch,
+        "records": changes + 1,
+        "changes": changes,
+        "seconds": seconds,
+        "max_lsn": 123456,
+        "phases": phases,
+    }
+    text = batch_line(job, stats)
+    assert text is not None
+    return text
+
+
+def test_rounds_phases_and_compactions_are_read_back() -> None:
+    lines = [
+        "changelake run: streaming 4 tables",
+        line("orders", 1, 100, 3.0, records=1.0, decode=0.5, append=1.2),
+        line("customers", 1, 1_000, 5.0, records=1.0, decode=1.5, append=2.0),
+        line("orders", 2, 300, 2.0, records=0.8, decode=0.4, append=0.6),
+        "orders: compacted changelog epochs through 7 into the base table in 12.5s",
+        # the query restarted (a table joined): its batches are numbered from 0 again
+        line("orders", 0, 50, 4.0, records=2.0, decode=0.0, append=1.0),
+        "customers: compacted changelog epochs through 3 into the base table in 7.5s",
+    ]
+    figures = round_figures(lines)
+    assert figures is not None
+    assert (figures["rounds"], figures["table_batches"]) == (3, 4)
+    assert figures["round_s_p50"] == 4.0  # rounds of 5.0 (its slowest table), 2.0 and 4.0 s
+    assert figures["changes_p50"] == pytest.approx(200)
+    assert figures["phases_p50"] == {"records": 1.0, "decode": 0.5, "append": 1.1}
+    assert figures["phase_batches"] == {"records": 4, "decode": 3, "append": 4}  # 0.0: none
+    assert (figures["compactions"], figures["compaction_s_p50"]) == (2, 10.0)
+    assert figures["compaction_s_total"] == 20.0
+    section = "\n\n".join(rounds_section(figures))
+    assert "ran 3 rounds" in section and "| append | 1.10 | 4 |" in section
+
+
+def test_a_run_without_batches_has_no_rounds() -> None:
+    assert round_figures(["changelake run: streaming 4 tables"]) is None
+    assert rounds_section(None) == []
