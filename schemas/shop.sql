@@ -43,6 +43,10 @@ CREATE TABLE IF NOT EXISTS public.orders (
     updated_at   timestamptz
 );
 
+-- A customer's orders are found by it (deleting a customer, moving one to a new id): without
+-- the index each of those scans every order.
+CREATE INDEX IF NOT EXISTS orders_customer_id ON public.orders (customer_id);
+
 CREATE TABLE IF NOT EXISTS public.order_lines (
     order_id    bigint,
     line_no     int,

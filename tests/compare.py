@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import psycopg
@@ -101,10 +101,21 @@ def delta_rows(
             for f in frame.schema.fields
         )
     )
+    return keyed((row.asDict() for row in frame.collect()), key, json_columns, numbers, path)
+
+
+def keyed(
+    records: Iterable[dict[str, Any]],
+    key: list[str],
+    json_columns: set[str],
+    numbers: Collection[str],
+    where: str,
+) -> dict[Any, dict[str, Any]]:
+    """A derived table's rows, however read, in the form `pg_rows` gives the source's."""
     out: dict[Any, dict[str, Any]] = {}
-    for row in frame.collect():
-        rec = {k: v for k, v in row.asDict().items() if k not in META}
-        _add(out, rec, key, json_columns, numbers, path)
+    for record in records:
+        rec = {k: v for k, v in record.items() if k not in META}
+        _add(out, rec, key, json_columns, numbers, where)
     return out
 
 
