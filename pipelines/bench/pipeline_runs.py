@@ -37,7 +37,7 @@ def run_once(env: Mapping[str, str], log: Path) -> OnceRun:
     """`changelake run --once`, timed from the moment its Spark session is up to its exit."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipelines.cli", "run", "--once"],
-        env=dict(env),
+        env={**env, "PYTHONUNBUFFERED": "1"},  # each line read as it is printed, for the times
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

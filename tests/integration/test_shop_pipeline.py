@@ -55,6 +55,7 @@ def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
         changelog = Path(changelog_path(str(lake), "public", table))
         if changelog.exists():
             assert "_cdc_lsn" in DeltaTable(str(changelog)).to_pyarrow_table().column_names
+            assert "_cdc_lsn" in pl.read_delta(str(changelog)).columns
 
 
 def test_shop_snapshot_and_demo_load(
