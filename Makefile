@@ -61,10 +61,11 @@ test-unit: setup ## only the tests that need no services
 	@$(BIN)/pytest -q -m "not stack"
 
 lint: setup ## ruff format check, ruff check, mypy
-	@$(BIN)/ruff format --check pipelines tests
-	@$(BIN)/ruff check pipelines tests
+	@$(BIN)/ruff format --check pipelines tests examples
+	@$(BIN)/ruff check pipelines tests examples
 	@$(BIN)/mypy
+	@$(BIN)/mypy examples
 
 format: setup ## apply ruff's formatting and safe fixes
-	@$(BIN)/ruff format pipelines tests
-	@$(BIN)/ruff check --fix pipelines tests
+	@$(BIN)/ruff format pipelines tests examples
+	@$(BIN)/ruff check --fix pipelines tests examples

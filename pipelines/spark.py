@@ -74,9 +74,6 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        # Every table we create gets deletion vectors: a MERGE that deletes or updates a few rows
-        # marks them instead of rewriting whole files.
-        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
         .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "false")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         .config(

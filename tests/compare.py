@@ -6,6 +6,7 @@ import json
 from collections.abc import Collection, Iterable
 from typing import Any
 
+import polars as pl
 import psycopg
 from psycopg.types.string import TextLoader
 from pyspark.sql import SparkSession
@@ -147,3 +148,25 @@ def assert_same(
         problems[:15]
     )
     return len(source)
+
+
+def assert_read_outside_spark(
+    dsn: str,
+    table: str,
+    key: list[str],
+    readers: dict[str, list[dict[str, Any]]],
+    text: set[str],
+    json_columns: set[str] = frozenset(),  # type: ignore[assignment]
+) -> None:
+    """Rows a reader without Spark got (per reader), equal to the source row by row. `text`:
+    the columns it read as strings (an unconstrained numeric is exact text in the lake)."""
+    numbers = pg_numeric_columns(dsn, table) & text
+    source = pg_rows(dsn, table, key, set(json_columns), numbers)
+    for reader, rows in readers.items():
+        derived = keyed(rows, key, set(json_columns), numbers, f"{reader}: {table}")
+        problems = differences(source, derived)
+        assert not problems, f"{reader}, {table}: " + "\n".join(problems[:10])
+
+
+def text_columns(frame: pl.DataFrame) -> set[str]:
+    return {name for name, kind in frame.schema.items() if kind == pl.String}

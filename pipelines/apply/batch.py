@@ -169,7 +169,9 @@ class TableApplier:
         self.guard, self.search, self.compactor = guard, search, compactor
         self.spark = spark
         self.fetch = record_fetcher(bootstrap, table.topic)
-        self.base = DeltaSink(spark, table.path(lake), table.name, table.soft_delete)
+        self.base = DeltaSink(
+            spark, table.path(lake), table.name, table.soft_delete, table.deletion_vectors
+        )
         self.changelog = ChangelogSink(spark, changelog_of(self.base.path))
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
         # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last

@@ -120,7 +120,13 @@ def _append(env: DataFrame, decoded: Decoded, target: _Target) -> SnapshotResult
             decoded.key,
             stats.changes,
         )
-        sink = DeltaSink(env.sparkSession, table.path(lake), table.name, table.soft_delete)
+        sink = DeltaSink(
+            env.sparkSession,
+            table.path(lake),
+            table.name,
+            table.soft_delete,
+            table.deletion_vectors,
+        )
         faults.pause_if("before-snapshot-commit", table.name, run_dir)
         sink.create(rows.drop(TOASTED, PARTITION, OFFSET), meta)
         count = rows.count()

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from pipelines import pg
 from pipelines.exceptions import ChangelakeError
 
 # Each connection has one transaction in flight: with the machine's cores busy a transaction
@@ -209,7 +209,7 @@ def _stats_flushed(dsn: str) -> None:
     """Wait until pgbench's connections are gone: a backend hands Postgres the last of its
     table statistics as it exits, which can be after pgbench itself has returned."""
     deadline = time.monotonic() + FLUSH_WAIT_S
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with pg.connect(dsn, autocommit=True) as conn:
         while time.monotonic() < deadline:
             row = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
@@ -223,7 +223,7 @@ def _stats_flushed(dsn: str) -> None:
 
 
 def _ranges_and_changes(dsn: str) -> tuple[dict[str, int], int]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with pg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(_RANGES).fetchone()
         if row is None or any(v is None for v in row):
             raise ChangelakeError("bench load: the shop tables are empty; seed them first")

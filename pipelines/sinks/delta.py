@@ -140,8 +140,16 @@ def q(name: str) -> str:
 
 
 class DeltaSink:
-    def __init__(self, spark: SparkSession, path: str, name: str, soft_delete: bool = False):
+    def __init__(
+        self,
+        spark: SparkSession,
+        path: str,
+        name: str,
+        soft_delete: bool = False,
+        deletion_vectors: bool = False,
+    ):
         self.spark, self.path, self.name, self.soft_delete = spark, path, name, soft_delete
+        self.deletion_vectors = deletion_vectors  # whether create() turns them on
 
     def exists(self) -> bool:
         return delta_exists(self.spark, self.path)
@@ -163,7 +171,7 @@ class DeltaSink:
             rows.write.format("delta")
             .mode("append")
             .option("userMetadata", meta.to_json())
-            .option("delta.enableDeletionVectors", "true")
+            .option("delta.enableDeletionVectors", str(self.deletion_vectors).lower())
             .save(self.path)
         )
 

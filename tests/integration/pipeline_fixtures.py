@@ -13,14 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
+from examples.read_current import current
 from pipelines.capture.topics import wait_caught_up
 from pipelines.settings import Settings
 from pipelines.spark import session
-from tests.compare import assert_same
+from tests.compare import assert_read_outside_spark, assert_same, text_columns
 from tests.support import CLI, ROOT, changelake_here, wait_for
 
 SIGNAL_TABLE = "changelake.debezium_signal"
@@ -106,6 +108,15 @@ class Pipeline:
     def assert_equal(self, table: str, key: list[str], **kw: Any) -> int:
         return assert_same(self.spark, self.dsn, f"public.{table}", self.path(table), key, **kw)
 
+    def assert_equal_outside_spark(self, table: str, key: list[str], soft: bool = False) -> None:
+        """What examples/read_current.py (Polars and deltalake, base ⊕ changelog) reads
+        equals the source."""
+        frame = current(str(self.home / "lake"), "public", table)
+        if soft:
+            frame = frame.filter(~pl.col("_cdc_deleted"))
+        rows = {"read_current.py": frame.to_dicts()}
+        assert_read_outside_spark(self.dsn, f"public.{table}", key, rows, text_columns(frame))
+
     def wait_equal(self, table: str, key: list[str], timeout_s: float = 180) -> int:
         """For a streaming run: wait until the derived table equals the source."""
         last: list[str] = []
@@ -138,6 +149,7 @@ def pipeline(
         tables: list[str],
         ddl: list[str],
         soft_delete: tuple[str, ...] = (),
+        deletion_vectors: tuple[str, ...] = (),
         search: dict[str, dict[str, str]] | None = None,
         connector: dict[str, str] | None = None,
     ) -> Pipeline:
@@ -145,7 +157,8 @@ def pipeline(
         made.append(p)
         for statement in ddl:
             p.sql(statement)
-        (tmp_path / "lake.json").write_text(json.dumps({"soft_delete": list(soft_delete)}))
+        lake = {"soft_delete": list(soft_delete), "deletion_vectors": list(deletion_vectors)}
+        (tmp_path / "lake.json").write_text(json.dumps(lake))
         indexes = {t: {"fields": fields} for t, fields in (search or {}).items()}
         (tmp_path / "search.json").write_text(json.dumps({"indexes": indexes}))
         p.prefix = capture(",".join([*(f"public.{t}" for t in tables), SIGNAL_TABLE]), connector)

@@ -25,6 +25,7 @@ def test_soft_deletes_then_query_and_status(pipeline: Callable[..., Pipeline], u
             " FROM generate_series(1, 12) i",
         ],
         soft_delete=(t,),
+        deletion_vectors=(t,),
     )
     p.run_once()
     p.sql(f"DELETE FROM public.{t} WHERE id IN (1, 2)")
@@ -32,6 +33,11 @@ def test_soft_deletes_then_query_and_status(pipeline: Callable[..., Pipeline], u
     p.run_once()
 
     p.assert_equal(t, ["id"], soft=True)
+    p.assert_equal_outside_spark(t, ["id"], soft=True)
+    detail = p.spark.sql(f"DESCRIBE DETAIL delta.`{p.path(t)}`").first()
+    assert detail is not None  # lake.json asked for deletion vectors: the compaction used them
+    assert detail["properties"].get("delta.enableDeletionVectors") == "true"
+    assert "deletionVectors" in detail["tableFeatures"]
     gone = p.spark.read.format("delta").load(p.path(t)).where("_cdc_deleted").collect()
     assert sorted(r["id"] for r in gone) == [1, 2]
     assert all(r["_cdc_deleted_at"] is not None and r["_cdc_op"] == "d" for r in gone)
