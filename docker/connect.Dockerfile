@@ -1,6 +1,6 @@
 # The Kafka Connect worker for docker compose: Debezium's image plus changelake's own Connect
-# transformation (connect-smt/, dev.changelake.connect.KeyTruncates), which the connectors in
-# connectors/*.json name in their "transforms".
+# plugins (connect-smt/: the transformation dev.changelake.connect.KeyTruncates and the converter
+# dev.changelake.connect.LeanJsonConverter), which the connectors in connectors/*.json name.
 #
 #   docker build -f docker/connect.Dockerfile -t changelake/connect:<debezium.version> .
 #   (docker compose builds it, passing DEBEZIUM_VERSION from docker-compose.yml)
@@ -11,7 +11,7 @@
 # Default = pom.xml's <debezium.version> (tests/unit/test_compose.py checks that).
 ARG DEBEZIUM_VERSION=3.7.0.Final
 
-# --- Stage 1: build the transformation exactly as `changelake setup` does (mvn -P smt package).
+# --- Stage 1: build the plugins exactly as `changelake setup` does (mvn -P smt package).
 FROM maven:3.9-eclipse-temurin-17 AS smt
 WORKDIR /build
 COPY pom.xml ./

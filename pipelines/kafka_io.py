@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -94,9 +94,14 @@ def _watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
 
 
 def read(
-    bootstrap: str, topic: str, start: dict[int, int] | None = None, timeout_s: float = 30.0
+    bootstrap: str,
+    topic: str,
+    start: dict[int, int] | None = None,
+    timeout_s: float = 30.0,
+    raw: bool = False,
 ) -> Iterator[Record]:
-    """Every record from `start` (default: the beginning) up to the end offsets taken now."""
+    """Every record from `start` (default: the beginning) up to the end offsets taken now;
+    keys and values parsed as JSON, or with `raw` as the bytes Kafka holds."""
     marks = watermarks(bootstrap, topic)
     begin = {p: (start or {}).get(p, low) for p, (low, _) in marks.items()}
     pending = {p for p, (_, high) in marks.items() if begin[p] < high}
@@ -105,13 +110,17 @@ def read(
     consumer = _consumer(bootstrap)
     try:
         consumer.assign([TopicPartition(topic, p, begin[p]) for p in pending])
-        yield from _drain(consumer, marks, pending, timeout_s)
+        yield from _drain(consumer, marks, pending, timeout_s, _bytes if raw else _json)
     finally:
         consumer.close()
 
 
 def _drain(
-    consumer: Consumer, marks: dict[int, tuple[int, int]], pending: set[int], timeout_s: float
+    consumer: Consumer,
+    marks: dict[int, tuple[int, int]],
+    pending: set[int],
+    timeout_s: float,
+    parse: Callable[[str | bytes | None], Any],
 ) -> Iterator[Record]:
     deadline = time.monotonic() + timeout_s
     while pending:
@@ -132,8 +141,8 @@ def _drain(
                 topic=str(msg.topic()),
                 partition=partition,
                 offset=offset,
-                key=_json(msg.key()),
-                value=_json(msg.value()),
+                key=parse(msg.key()),
+                value=parse(msg.value()),
                 headers=_headers(msg.headers()),
             )
 
@@ -145,6 +154,10 @@ def _json(raw: str | bytes | None) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+
+
+def _bytes(raw: str | bytes | None) -> bytes | None:
+    return raw.encode() if isinstance(raw, str) else raw
 
 
 def _headers(raw: Any) -> dict[str, bytes]:
@@ -187,10 +200,16 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
         future.result(timeout=30)
 
 
+class RawRecord(NamedTuple):
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes]
+
+
 def fetch_one(
     bootstrap: str, topic: str, partition: int, offset: int, timeout_s: float = 30.0
-) -> tuple[bytes | None, bytes | None]:
-    """The raw (key, value) of one record."""
+) -> RawRecord:
+    """One record as Kafka holds it."""
     consumer = _consumer(bootstrap)
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])
@@ -201,11 +220,7 @@ def fetch_one(
                 continue
             if msg.error():
                 raise RetryableError(f"Kafka read error on {topic}: {msg.error()}")
-            key, value = msg.key(), msg.value()
-            return (
-                key.encode() if isinstance(key, str) else key,
-                value.encode() if isinstance(value, str) else value,
-            )
+            return RawRecord(_bytes(msg.key()), _bytes(msg.value()), _headers(msg.headers()))
         raise RetryableError(f"{topic} partition {partition} offset {offset} not read in time")
     finally:
         consumer.close()

@@ -118,6 +118,9 @@ class Settings:
     # How long a batch keeps retrying an unreachable or overloaded OpenSearch before it fails and
     # the run restarts it (CHANGELAKE_SEARCH_RETRY_SECONDS).
     search_retry_s: float = 600.0
+    # How long a lean record whose schema fingerprint is not in the schemas topic is waited for
+    # before its records become dead letters naming it (CHANGELAKE_SCHEMA_WAIT_SECONDS).
+    schema_wait_s: float = 30.0
     # `status` warns about a replication slot holding more unconfirmed WAL than this: well before
     # Postgres invalidates it at max_slot_wal_keep_size (4GB locally, 2GB under docker compose).
     slot_lag_warn_bytes: int = 1 << 30
@@ -198,6 +201,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             Path(env["CHANGELAKE_CONNECTORS_DIR"]) if env.get("CHANGELAKE_CONNECTORS_DIR") else None
         ),
         search_retry_s=_seconds(env, "CHANGELAKE_SEARCH_RETRY_SECONDS", 600.0),
+        schema_wait_s=_seconds(env, "CHANGELAKE_SCHEMA_WAIT_SECONDS", 30.0),
         slot_lag_warn_bytes=_byte_count(env, SLOT_LAG_WARN_VAR, 1 << 30),
     )
 

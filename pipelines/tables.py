@@ -15,6 +15,8 @@ from pathlib import Path
 from pipelines import jsonfile
 from pipelines.capture import connectors
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER
+from pipelines.changelog.registry import DEFAULT_TOPIC as DEFAULT_SCHEMAS_TOPIC
+from pipelines.changelog.registry import TOPIC_SETTING
 from pipelines.exceptions import ConfigError
 from pipelines.search.config import IndexSpec, config_path, load_specs
 from pipelines.settings import Settings
@@ -38,6 +40,8 @@ class TableRef:
     search: IndexSpec | None = None  # what of it is indexed, if anything
     database: str | None = None  # the connector's database.dbname; None: the settings' one
     signal_table: str | None = None  # the connector's signal.data.collection
+    # Where the connector's LeanJsonConverter publishes schemas (unused with JsonConverter).
+    schemas_topic: str = DEFAULT_SCHEMAS_TOPIC
 
     def path(self, root: str) -> str:
         return f"{root.rstrip('/')}/{self.schema}/{self.name}"
@@ -92,6 +96,7 @@ def _from_connector(
                 search=search.get(name),
                 database=_literal(cf.config.get("database.dbname")),
                 signal_table=cf.config.get("signal.data.collection"),
+                schemas_topic=cf.config.get(TOPIC_SETTING, DEFAULT_SCHEMAS_TOPIC),
             )
         )
     return refs

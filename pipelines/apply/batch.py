@@ -34,6 +34,7 @@ from pipelines.changelog.decode import (
     SOURCE_TS,
     TOASTED,
     Fetch,
+    Schemas,
     Version,
 )
 from pipelines.changelog.evolution import reconcile
@@ -111,6 +112,7 @@ def record_stats(env: DataFrame) -> dict[str, BatchStats]:
 def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
     """Everything the append, the commit metadata and the dead letters need from the decoded
     rows, in one aggregation over the cached rows (good and bad alike)."""
+    stats.bad += decoded.unresolved
     if decoded.rows is None:
         return stats
     good = F.col(REASON).isNull()
@@ -143,7 +145,7 @@ Progress = Callable[[str, dict[str, Any]], None]
 
 
 def record_fetcher(bootstrap: str, topic: str) -> Fetch:
-    def fetch(partition: int, offset: int) -> tuple[bytes | None, bytes | None]:
+    def fetch(partition: int, offset: int) -> kafka_io.RawRecord:
         return kafka_io.fetch_one(bootstrap, topic, partition, offset)
 
     return fetch
@@ -161,6 +163,7 @@ class TableApplier:
         progress: Progress,
         run_dir: Path,
         bootstrap: str,
+        schemas: Schemas,
         search: SearchSink | None = None,
         guard: KeyChangeGuard | None = None,
         compactor: Compactor | None = None,
@@ -169,6 +172,7 @@ class TableApplier:
         self.guard, self.search, self.compactor = guard, search, compactor
         self.spark = spark
         self.fetch = record_fetcher(bootstrap, table.topic)
+        self.schemas = schemas
         self.base = DeltaSink(
             spark, table.path(lake), table.name, table.soft_delete, table.deletion_vectors
         )
@@ -222,7 +226,13 @@ class TableApplier:
     def apply(self, env: DataFrame, stats: BatchStats) -> BatchStats:
         with stats.timed("decode"):
             decoded = decode_batch(
-                env, self.table.name, self.table.placeholder, self.fetch, self.known, stats.firsts
+                env,
+                self.table.name,
+                self.table.placeholder,
+                self.fetch,
+                self.schemas,
+                self.known,
+                stats.firsts,
             )
             decoded.persist()
         try:

@@ -40,6 +40,7 @@ from pipelines.apply.run_state import RunOptions, Stream, TableJob
 from pipelines.apply.snapshot import snapshot
 from pipelines.apply.streaming_failure import cause
 from pipelines.capture.capture_restarts import CaptureRestarts
+from pipelines.changelog.registry import SchemaRegistry, registry
 from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.read.reindex import ready_index
 from pipelines.read.table import covered
@@ -111,6 +112,7 @@ class Pipeline:
         result = snapshot(
             self.spark,
             self.settings.kafka_bootstrap,
+            self._schemas(ref),
             ref,
             lake,
             self.settings.run_dir,
@@ -135,6 +137,12 @@ class Pipeline:
         partitions = kafka_io.watermarks(bootstrap, ref.topic)
         return {str(p): job.offsets.get(str(p), EARLIEST) for p in sorted(partitions)}
 
+    def _schemas(self, ref: TableRef) -> SchemaRegistry:
+        """Where the table's lean records find their schemas (one reader per schemas topic)."""
+        return registry(
+            self.settings.kafka_bootstrap, ref.schemas_topic, self.settings.schema_wait_s
+        )
+
     def _search(self, job: TableJob) -> SearchSink | None:
         ref = job.ref
         if ref.search is None:
@@ -154,6 +162,7 @@ class Pipeline:
             self._on_batch,
             self.settings.run_dir,
             self.settings.kafka_bootstrap,
+            self._schemas(ref),
             self._search(job),
             KeyChangeGuard(ref, self.settings.kafka_bootstrap, self.dsn, self.out),
             None if self.options.once else self.compactor,  # --once compacts as it ends

@@ -21,7 +21,7 @@ from pipelines import kafka_io
 from pipelines.apply import faults
 from pipelines.apply.batch import batch_stats, record_fetcher
 from pipelines.changelog.batch import Decoded, decode_batch
-from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, envelopes
+from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, Schemas, envelopes
 from pipelines.changelog.plan import after_truncate, latest_per_key
 from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
 from pipelines.spark import kafka_options
@@ -50,13 +50,15 @@ def end_offsets(bootstrap: str, topic: str) -> dict[str, int] | None:
 def snapshot(
     spark: SparkSession,
     bootstrap: str,
+    schemas: Schemas,
     table: TableRef,
     lake: str,
     run_dir: Path,
     check: Callable[[T.StructType], None] | None = None,
 ) -> SnapshotResult | None:
-    """Create the table from its topic; None if the topic has nothing to snapshot yet. `check`
-    sees the table's columns before anything is written (the search config is checked there)."""
+    """Create the table from its topic; None if the topic has nothing to snapshot yet. `schemas`
+    has the lean records' schemas; `check` sees the table's columns before anything is written
+    (the search config is checked there)."""
     ends = end_offsets(bootstrap, table.topic)
     if ends is None:
         return None
@@ -64,6 +66,7 @@ def snapshot(
         spark.read.format("kafka")
         .options(**kafka_options(spark, bootstrap, [table.topic]))
         .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")  # lean records name their schema in one
         .option("endingOffsets", json.dumps({table.topic: {p: o for p, o in ends.items()}}))
         .load()
     )
@@ -71,7 +74,11 @@ def snapshot(
     target = _Target(table, lake, ends, run_dir)
     try:
         decoded = decode_batch(
-            env, table.name, table.placeholder, record_fetcher(bootstrap, table.topic)
+            env,
+            table.name,
+            table.placeholder,
+            record_fetcher(bootstrap, table.topic),
+            schemas,
         )
         if decoded.changes is None or not decoded.key:
             return None

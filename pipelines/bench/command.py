@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines import kafka_io, pg
+from pipelines import kafka_io
 from pipelines.bench import pipeline_runs, source, stages
+from pipelines.bench.connector_pair import ConnectorPair
 from pipelines.bench.pgbench_load import PgbenchRun, run_pgbench
 from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
 from pipelines.bench.resources import ResourceSampler
@@ -36,7 +37,6 @@ from pipelines.bench.visibility import (
     table_shape,
     topic_changes,
 )
-from pipelines.capture.connectors import apply as apply_connectors
 from pipelines.chaos.pipeline_process import PipelineProcess
 from pipelines.demo.seed import seed
 from pipelines.search.client import SearchClient
@@ -85,7 +85,8 @@ class Bench:
         }
         self.log = out_dir / "bench.log"
         self.connector = source.connector_name(out_dir.name)
-        self.figures: dict[str, Any] = {}
+        self.figures: dict[str, Any] = {"records": {}}
+        self.pair = ConnectorPair(settings, out_dir, self.figures["records"], say)
 
     def _search_config(self) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -120,24 +121,9 @@ class Bench:
         dsn = source.reset(self.settings, self.say)
         rows = self._seed_in_chunks(dsn)
         self.figures["rows"] = rows
-        started = time.monotonic()
-        apply_connectors(
-            self.settings,
-            [source.connector_file(self.settings, self.out_dir / "connectors", self.connector)],
-            progress=self.say,
-        )
-        self._wait(
-            lambda: self._topic_records() >= rows,
-            "Debezium's snapshot",
-            3600,
-            progress=lambda: f"{self._topic_records():,} of {rows:,} rows in the topics",
-        )
-        rate = stages.Rate(rows, time.monotonic() - started)
-        self.say(
-            f"bench: Debezium snapshot: {rate.changes:,} rows in {rate.seconds:.0f} s"
-            f" ({rate.per_s:,.0f}/s)"
-        )
-        self.figures["debezium_rows_per_s"] = rate.per_s
+        # One connector at a time, so each has the machine to itself: the baseline's first.
+        self.pair.snapshot("stock", rows, self._wait)
+        self.figures["debezium_rows_per_s"] = self.pair.snapshot("lean", rows, self._wait)
         return dsn
 
     def _seed_in_chunks(self, dsn: str) -> int:
@@ -154,9 +140,6 @@ class Bench:
                 f" in {seconds:.0f} s ({rows / seconds:,.0f}/s)"
             )
         return rows
-
-    def _topic_records(self) -> int:
-        return stages.topic_records(self.settings.kafka_bootstrap, source.topics())
 
     def _snapshot(self) -> None:
         self.say("bench: snapshot into Delta (`changelake run --once`)")
@@ -179,7 +162,7 @@ class Bench:
             key, schema = table_shape(self.table(name))
             jobs.append(
                 {
-                    "topic": f"{source.PREFIX}.public.{name}",
+                    "topic": f"{source.STOCK_PREFIX}.public.{name}",  # the stock converter's
                     "key": key,
                     "path": str(self.out_dir / "baseline" / name),
                     "checkpoint": str(self.out_dir / "baseline-checkpoints" / name),
@@ -194,24 +177,16 @@ class Bench:
         o, s = self.options, self.settings
         self.say(f"bench: stage limits on {o.prefill_s:.0f} s of load at {o.prefill_rate:g}/s")
         stages.create_decoding_slot(dsn, DECODING_SLOT)
-        stages.paused(s.connect_url, self.connector, pause=True)
+        for name in self.pair.names.values():
+            stages.paused(s.connect_url, name, pause=True)
         load = self._load(dsn)(o.prefill_rate, o.prefill_s, 11)
         decoding = stages.decode(dsn, DECODING_SLOT, source.PUBLICATION)
         self.say(
             f"  decoding: {decoding.changes:,} row changes in {decoding.seconds:.2f} s (the load"
             f" wrote {load.row_changes:,} in {load.transactions:,} transactions)"
         )
-        debezium = stages.debezium_catch_up(
-            s.kafka_bootstrap,
-            s.connect_url,
-            self.connector,
-            source.topics(),
-            _slot_reaches_now(dsn, source.SLOT),
-            self.say,
-        )
-        self.say(f"  debezium: {debezium.changes:,} records in {debezium.seconds:.1f} s")
-        # Its records include a tombstone per delete: rate it by the row changes it carried.
-        debezium = stages.Rate(decoding.changes, debezium.seconds)
+        self.pair.alone("stock", dsn, decoding.changes)
+        debezium = self.pair.alone("lean", dsn, decoding.changes)
         ours = pipeline_runs.run_once(self.env, self.log)
         self.say(
             f"  changelake apply: {ours.changes:,} changes queryable in {ours.queryable_s:.1f} s,"
@@ -226,6 +201,9 @@ class Bench:
             ours.changes / ours.working_s if ours.working_s else None,
         )
         self.figures["baseline_apply_per_s"] = ours.changes / base_s if base_s else None
+        self.pair.measure_sizes()
+        # The baseline's connector is done: it would only compete with the sustained load.
+        source.remove_connectors(s, self.say, only=self.pair.names["stock"])
 
     def _sustained(self, dsn: str, sampler: ResourceSampler) -> tuple[list[Step], dict[str, Any]]:
         o = self.options
@@ -365,6 +343,7 @@ class Bench:
             "sustained": sustained,
             "freshness": freshness,
             "stages": f["stages"],
+            "records": f.get("records"),
             "baseline": {
                 "snapshot_rows_per_s": f["baseline_snapshot_per_s"],
                 "highest_bounded_rate": None,
@@ -395,18 +374,6 @@ def _last_offsets(table: Path) -> dict[int, int]:
         for p, o in (meta.get("offsets") or {}).items():
             offsets[int(p)] = max(int(o), offsets.get(int(p), 0))
     return offsets
-
-
-def _slot_reaches_now(dsn: str, slot: str) -> Callable[[], bool]:
-    """A check that the slot has confirmed the WAL position current at this call."""
-    with pg.connect(dsn, autocommit=True) as conn:
-        target = pg.current_wal_lsn(conn)
-
-    def reached() -> bool:
-        with pg.connect(dsn, autocommit=True) as conn:
-            return pg.slot_confirmed(conn, slot, target)
-
-    return reached
 
 
 def _service_pids(settings: Settings) -> dict[str, int]:

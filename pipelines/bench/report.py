@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict, cast
 
 from pipelines.bench.plot import plot
+from pipelines.bench.records import RecordFigures, records_section
 from pipelines.bench.rounds import RoundFigures, rounds_section
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
 from pipelines.exceptions import ConfigError
@@ -114,6 +115,7 @@ class _Later(TypedDict, total=False):
     `NotRequired` in postponed annotations as required)."""
 
     rounds: RoundFigures | None  # where the streaming run's time went
+    records: RecordFigures | None  # change records by converter: changelake's and the stock one
 
 
 class Results(_Later):
@@ -404,6 +406,7 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         _stages_table(results),
         "## Load steps",
         _steps_table(results),
+        *records_section(results.get("records")),
         *rounds_section(results.get("rounds")),
         "## Resources",
         "CPU seconds and peak resident memory (sum over each service's processes; shared memory "

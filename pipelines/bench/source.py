@@ -21,14 +21,22 @@ CONNECTOR = "bench-postgres"  # each run's connector is this plus the run's time
 # a connector's source offsets after it is deleted, and a new slot cannot resume from them
 SLOT = PUBLICATION = "changelake_bench"
 TABLES = ("customers", "products", "orders", "order_lines")
+# The baseline's connector: the same, but with the stock JsonConverter (schemas inline), as the
+# users the baseline stands for run it; its own topics and slot.
+STOCK_PREFIX, STOCK_SLOT = "benchstock", "changelake_bench_stock"
+STOCK_CONVERTER = {
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.schemas.enable": "true",
+    "value.converter.decimal.format": "NUMERIC",
+}
 
 
 def settings_for_bench(settings: Settings) -> Settings:
     return dataclasses.replace(settings, database=DATABASE, publication=PUBLICATION)
 
 
-def topics() -> list[str]:
-    return [f"{PREFIX}.public.{t}" for t in TABLES]
+def topics(prefix: str = PREFIX) -> list[str]:
+    return [f"{prefix}.public.{t}" for t in TABLES]
 
 
 def reset(settings: Settings, say: Callable[[str], None]) -> str:
@@ -42,37 +50,47 @@ def reset(settings: Settings, say: Callable[[str], None]) -> str:
             (DATABASE,),
         )
         conn.execute(f'DROP DATABASE IF EXISTS "{DATABASE}"')
-    left = kafka_io.list_topics(settings.kafka_bootstrap, f"{PREFIX}.")
-    left += kafka_io.list_topics(settings.kafka_bootstrap, f"__debezium-heartbeat.{PREFIX}")
+    left = []
+    for prefix in (PREFIX, STOCK_PREFIX):
+        left += kafka_io.list_topics(settings.kafka_bootstrap, f"{prefix}.")
+        left += kafka_io.list_topics(settings.kafka_bootstrap, f"__debezium-heartbeat.{prefix}")
     kafka_io.delete_topics(settings.kafka_bootstrap, left)
     bench = Postgres(settings_for_bench(settings))
     bench.after_start()  # the same database setup `stack up` gives the shop
     return bench.admin_dsn()
 
 
-def remove_connectors(settings: Settings, say: Callable[[str], None]) -> None:
-    """Every benchmark connector, with its replication slot."""
+def remove_connectors(
+    settings: Settings, say: Callable[[str], None], only: str | None = None
+) -> None:
+    """Every benchmark connector (or `only` that one), with its replication slot."""
     for name in ConnectApi(settings.connect_url).get("/connectors"):
-        if str(name).startswith(CONNECTOR):
+        if str(name).startswith(CONNECTOR) and only in (None, name):
             connectors.delete(settings, str(name), drop_slot=True, progress=say)
 
 
-def connector_name(run: str) -> str:
-    return f"{CONNECTOR}-{run.lower()}"
+def connector_name(run: str, stock: bool = False) -> str:
+    return f"{CONNECTOR}-{'stock-' if stock else ''}{run.lower()}"
 
 
-def connector_file(settings: Settings, folder: Path, name: str) -> Path:
-    """The shipped shop connector, pointed at the bench database under its own names."""
+def connector_file(settings: Settings, folder: Path, name: str, stock: bool = False) -> Path:
+    """The shipped shop connector, pointed at the bench database under its own names; `stock`:
+    the baseline's, with the stock converter."""
     doc = json.loads((settings.connectors_dir / "shop-postgres.json").read_text())
     doc["name"] = name
-    doc["config"].update(
+    prefix, config = STOCK_PREFIX if stock else PREFIX, doc["config"]
+    if stock:
+        for key in [k for k in config if k.startswith("value.converter")]:
+            del config[key]
+        config.update(STOCK_CONVERTER)
+    config.update(
         {
             "database.dbname": DATABASE,
-            "topic.prefix": PREFIX,
-            "slot.name": SLOT,
+            "topic.prefix": prefix,
+            "slot.name": STOCK_SLOT if stock else SLOT,
             "publication.name": PUBLICATION,
             "topic.creation.meta.include": (
-                f"{PREFIX}\\.transaction|__debezium-heartbeat\\.{PREFIX}"
+                f"{prefix}\\.transaction|__debezium-heartbeat\\.{prefix}"
             ),
         }
     )

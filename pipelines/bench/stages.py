@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pipelines import kafka_io
+from pipelines import kafka_io, pg
+from pipelines.bench.source import TABLES
 from pipelines.capture.connect_api import ConnectApi, quote
+from pipelines.settings import Settings
 
 # pgoutput message types that carry a row: Insert, Update, Delete
 ROW_MESSAGES = (ord("I"), ord("U"), ord("D"))
@@ -91,3 +93,29 @@ def debezium_catch_up(
     if (latest := topic_records(bootstrap, topics)) > count:
         count, grew_at = latest, time.monotonic()
     return Rate(count - before, grew_at - started)
+
+
+def slot_reaches_now(dsn: str, slot: str) -> Callable[[], bool]:
+    """A check that the slot has confirmed the WAL position current at this call."""
+    with pg.connect(dsn, autocommit=True) as conn:
+        target = pg.current_wal_lsn(conn)
+
+    def reached() -> bool:
+        with pg.connect(dsn, autocommit=True) as conn:
+            return pg.slot_confirmed(conn, slot, target)
+
+    return reached
+
+
+def caught_up_alone(
+    settings: Settings, connector: str, prefix: str, dsn: str, slot: str, say: Callable[[str], None]
+) -> Rate:
+    """Resume one paused bench connector and time it until its slot reaches the WAL of now."""
+    return debezium_catch_up(
+        settings.kafka_bootstrap,
+        settings.connect_url,
+        connector,
+        [f"{prefix}.public.{t}" for t in TABLES],
+        slot_reaches_now(dsn, slot),
+        say,
+    )

@@ -7,6 +7,7 @@ Connect's own validate endpoint before any connector is created or updated.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,8 +115,31 @@ def validate_with_connect(api: ConnectApi, cf: ConnectorFile) -> list[Problem]:
     for entry in result.get("configs", []):
         value = entry.get("value", {})
         for error in value.get("errors", []):
-            problems.append(Problem(cf.path, f"config.{value.get('name')}", error))
+            name = str(value.get("name"))
+            if "could not be found" in error and PLUGIN_KEY.fullmatch(name):
+                error = _missing_plugin(api, cf.config.get(name, ""), error)
+            problems.append(Problem(cf.path, f"config.{name}", error))
     return problems
+
+
+# Config keys naming a converter or transformation class, which must be installed in Connect.
+PLUGIN_KEY = re.compile(r"(key|value|header)\.converter|transforms\.[^.]+\.type")
+
+
+def _missing_plugin(api: ConnectApi, klass: str, error: str) -> str:
+    """Connect's "class could not be found", with where changelake's own plugins come from."""
+    if not klass.startswith("dev.changelake."):
+        return error
+    ours = sorted(
+        p["class"]
+        for p in api.get("/connector-plugins?connectorsOnly=false")
+        if str(p.get("class", "")).startswith("dev.changelake.")
+    )
+    return (
+        f"{error} changelake's Connect plugins are built from connect-smt/ (`make setup` puts "
+        f"them on the local Connect's plugin path; under docker compose, `docker compose build "
+        f"connect`); this Connect has: {', '.join(ours) or 'none of them'}"
+    )
 
 
 def _unknown_class(api: ConnectApi, klass: str, exc: ConnectApiError) -> str:

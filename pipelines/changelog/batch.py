@@ -14,7 +14,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.changelog.decode import Fetch, Version, decode, malformed, split, versions
+from pipelines.changelog.decode import (
+    Fetch,
+    Schemas,
+    Version,
+    decode,
+    malformed,
+    split,
+    unresolved,
+    versions,
+)
 from pipelines.changelog.evolution import widens
 from pipelines.changelog.exceptions import SchemaError
 
@@ -22,10 +31,11 @@ from pipelines.changelog.exceptions import SchemaError
 @dataclass
 class Decoded:
     rows: DataFrame | None  # decoded rows, good and bad (see decode.split); None: no version
-    malformed: DataFrame  # records that are not even an envelope
+    malformed: DataFrame  # records that are not even an envelope, or whose schema is unknown
     columns: T.StructType  # the table's columns as this batch's events describe them
     key: tuple[str, ...]
     toastable: tuple[str, ...]
+    unresolved: int = 0  # records whose schema fingerprint is unknown (dead letters)
 
     def persist(self) -> None:
         """Decode once: the stats, the MERGE and the dead letters all read the cached rows."""
@@ -74,13 +84,14 @@ def decode_batch(
     table: str,
     placeholder: str,
     fetch: Fetch,
+    schemas: Schemas,
     known: dict[int, Version] | None = None,
     firsts: Mapping[int, tuple[int, int]] | None = None,
 ) -> Decoded:
     """`known`: the schema versions a stream has already parsed, by version id (kept by the
-    caller across batches); `firsts`: see `versions`."""
+    caller across batches); `fetch`, `schemas`, `firsts`: see `versions`."""
     try:
-        return _decode_batch(env, table, placeholder, fetch, known, firsts)
+        return _decode_batch(env, table, placeholder, fetch, schemas, known, firsts)
     except SchemaError as exc:
         if exc.message.startswith("table "):
             raise
@@ -92,10 +103,11 @@ def _decode_batch(
     table: str,
     placeholder: str,
     fetch: Fetch,
+    schemas: Schemas,
     known: dict[int, Version] | None,
     firsts: Mapping[int, tuple[int, int]] | None,
 ) -> Decoded:
-    found = versions(env, fetch, known, firsts)
+    found, missing = versions(env, fetch, schemas, known, firsts)
     rows = [v for v in found if not v.row.truncate]
     columns = _widest(table, rows or found)
     key = _key(table, rows)
@@ -114,4 +126,8 @@ def _decode_batch(
     union = (
         reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts) if parts else None
     )
-    return Decoded(union, malformed(env), columns, key, toastable)
+    bad = malformed(env)
+    if not missing:
+        return Decoded(union, bad, columns, key, toastable)
+    lost = unresolved(env, missing)  # rare: counted here, not in the batch's aggregations
+    return Decoded(union, bad.unionByName(lost), columns, key, toastable, lost.count())

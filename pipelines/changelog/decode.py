@@ -1,23 +1,30 @@
 """Kafka records of one table's topic → typed change rows, and dead letters for the rest.
 
-Every event carries its own schema (JsonConverter with schemas on). A batch is decoded per schema
-version: the few distinct (value schema, key schema) pairs are collected, each is turned into a
-Spark schema, and the payloads of that version are read with `from_json` in one pass.
+An event comes in one of two forms, and a topic may hold both (a connector switched converters):
+lean, as our LeanJsonConverter writes it (the payload alone, its schema's fingerprint in a
+header, the schema in the schemas topic: see `registry`), or JsonConverter's with schemas on
+(every record carrying its own schema). Keys are JsonConverter's with schemas either way. A batch
+is decoded per schema version: the few distinct (value schema, key schema) pairs are collected,
+each is turned into a Spark schema, and the payloads of that version are read with `from_json`
+in one pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.exceptions import SchemaError
-from pipelines.changelog.key_changes import header_columns
+from pipelines.changelog.key_changes import header_columns, header_value
+from pipelines.changelog.registry import SCHEMA_HEADER
 from pipelines.changelog.schema import CORRUPT, RowVersion, row_version
 from pipelines.changelog.types import is_placeholder
+from pipelines.kafka_io import RawRecord
 
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 OPS = ("c", "u", "d", "r", "t")
@@ -38,15 +45,17 @@ ERROR_COLUMNS = ("topic", "partition", "offset", "value", "reason", "at")
 
 
 def envelopes(raw: DataFrame) -> DataFrame:
-    """Cut each record into a version id and its payload text: small enough to cache, unlike the
+    """Each record as a version id and its payload text: small enough to cache, unlike an inline
     schema. Tombstones (null values) stay, so the batch's offsets are all known; decoding skips
     them: they only tell compaction to forget a deleted key, whose delete event came just before.
     Records of any other shape keep their text for the dead letters; a key update's records keep
     their key-change headers (see `key_changes`)."""
     value = F.col("value").cast("string")
     key = F.col("key").cast("string")
+    fingerprint = header_value(raw, SCHEMA_HEADER)
+    lean = fingerprint.isNotNull() & F.col("value").isNotNull()
     head = F.substring_index(value, _MARK, 1)  # everything before the first "payload":
-    shaped = value.startswith(_HEAD) & (F.octet_length(head) < F.octet_length(value))
+    shaped = ~lean & value.startswith(_HEAD) & (F.octet_length(head) < F.octet_length(value))
     shaped &= value.endswith("}")
     # Cut by bytes, on the binary value: character positions (instr, substr of a string) walk
     # the whole ~8 KB record character by character several times, which doubled the cost.
@@ -58,15 +67,18 @@ def envelopes(raw: DataFrame) -> DataFrame:
         "topic",
         "partition",
         "offset",
-        F.when(shaped, payload).alias("payload_text"),
-        F.when(shaped, F.xxhash64(head, key_head)).alias("version_id"),
-        F.when(value.isNotNull() & ~shaped, value).alias("odd_text"),
+        F.when(lean, value).when(shaped, payload).alias("payload_text"),
+        F.when(lean, F.xxhash64(fingerprint, key_head))
+        .when(shaped, F.xxhash64(head, key_head))
+        .alias("version_id"),
+        F.when(value.isNotNull() & ~lean & ~shaped, value).alias("odd_text"),
         *header_columns(raw),
     )
 
 
 def malformed(env: DataFrame) -> DataFrame:
-    """Records that are not a Debezium JSON envelope with a schema, as dead letters."""
+    """Records that are neither lean nor a Debezium JSON envelope with a schema, as dead
+    letters."""
     probe = F.from_json("odd_text", _ENVELOPE_PROBE)
     reason = (
         F.when(F.get_json_object("odd_text", "$").isNull(), F.lit("not JSON"))
@@ -90,11 +102,27 @@ def malformed(env: DataFrame) -> DataFrame:
 @dataclass(frozen=True)
 class Version:
     version_id: int
-    head: str  # the records' text before the payload: '{"schema":{…},'
+    head: str | None  # inline records' text before the payload: '{"schema":{…},'; lean: None
     row: RowVersion
 
 
-Fetch = Callable[[int, int], tuple[bytes | None, bytes | None]]  # (partition, offset) → record
+@dataclass(frozen=True)
+class Missing:
+    """A version of lean records whose schema could not be found: its records are dead letters."""
+
+    version_id: int
+    reason: str
+
+
+Fetch = Callable[[int, int], RawRecord]  # (partition, offset) → the record
+
+
+class Schemas(Protocol):
+    """Lean records' schemas by fingerprint (`registry.SchemaRegistry`)."""
+
+    def schema(self, fingerprint: str) -> str | None: ...
+
+    def missing(self, fingerprint: str) -> str: ...
 
 
 def _schema_text(head: str) -> str:
@@ -110,13 +138,15 @@ def _head(raw: bytes | None) -> str | None:
 def versions(
     env: DataFrame,
     fetch: Fetch,
+    schemas: Schemas,
     known: dict[int, Version] | None = None,
     firsts: Mapping[int, tuple[int, int]] | None = None,
-) -> list[Version]:
-    """The distinct schema versions in a batch (usually one; two around a DDL change). Grouped by
-    a hash, so no schema text is carried per record; the first record of a version not in `known`
-    is read again from Kafka and its schema parsed here (and added to `known`, so a stream
-    fetches each version once, not once per batch). `firsts`: each version's first record
+) -> tuple[list[Version], list[Missing]]:
+    """The distinct schema versions in a batch (usually one; two around a DDL change), and those
+    whose schema cannot be found. Grouped by a hash, so no schema text is carried per record;
+    the first record of a version not in `known` is read again from Kafka and its schema parsed
+    here, from the record or, for a lean one, from `schemas` (and added to `known`, so a stream
+    reads each version once, not once per batch). `firsts`: each version's first record
     (partition, offset) when the caller has counted them already; else one job finds them."""
     known = {} if known is None else known
     if firsts is None:
@@ -127,19 +157,43 @@ def versions(
             .collect()
         )
         firsts = {int(v): (int(f["partition"]), int(f["offset"])) for v, f in rows}
-    found = []
+    found, missing = [], []
     for vid, (partition, offset) in sorted(firsts.items()):
-        if vid in known:
-            found.append(known[vid])
-            continue
-        key, value = fetch(partition, offset)
-        head, key_head = _head(value), _head(key)
-        if head is None:
-            raise SchemaError(f"record at offset {offset} changed while being read")
-        schemas = (_schema_text(head), _schema_text(key_head) if key_head else None)
-        known[vid] = Version(vid, head, row_version(*schemas))
+        if vid not in known:
+            record = fetch(partition, offset)
+            key_head = _head(record.key)
+            key_schema = _schema_text(key_head) if key_head else None
+            fingerprint = record.headers.get(SCHEMA_HEADER)
+            if fingerprint is not None and record.value is not None:
+                text = schemas.schema(fingerprint.decode("ascii", "replace"))
+                if text is None:
+                    missing.append(Missing(vid, schemas.missing(fingerprint.decode())))
+                    continue
+                known[vid] = Version(vid, None, row_version(text, key_schema))
+            else:
+                head = _head(record.value)
+                if head is None:
+                    raise SchemaError(f"record at offset {offset} changed while being read")
+                known[vid] = Version(vid, head, row_version(_schema_text(head), key_schema))
         found.append(known[vid])
-    return found
+    return found, missing
+
+
+def unresolved(env: DataFrame, missing: list[Missing]) -> DataFrame:
+    """The records of versions whose schema could not be found, as dead letters."""
+    reason = F.lit(None).cast("string")
+    for m in missing:
+        reason = F.when(F.col("version_id") == F.lit(m.version_id), F.lit(m.reason)).otherwise(
+            reason
+        )
+    return env.where(F.col("version_id").isin([m.version_id for m in missing])).select(
+        "topic",
+        "partition",
+        "offset",
+        F.col("payload_text").alias("value"),
+        reason.alias("reason"),
+        F.current_timestamp().alias("at"),
+    )
 
 
 def _of_version(env: DataFrame, version: Version) -> DataFrame:
@@ -183,12 +237,16 @@ def decode(env: DataFrame, version: Version, placeholder: str) -> DataFrame:
     return checked.select(
         *_change_columns(row, image, placeholder),
         F.col(REASON),
-        F.when(
-            F.col(REASON).isNotNull(),
-            F.concat(F.lit(version.head), F.lit(_MARK), F.col("payload_text"), F.lit("}")),
-        ).alias("_value"),
+        F.when(F.col(REASON).isNotNull(), _as_written(version)).alias("_value"),
         F.col("topic").alias("_topic"),
     )
+
+
+def _as_written(version: Version) -> Column:
+    """A record's value as Kafka holds it, from its payload text."""
+    if version.head is None:
+        return F.col("payload_text")
+    return F.concat(F.lit(version.head), F.lit(_MARK), F.col("payload_text"), F.lit("}"))
 
 
 def split(checked: DataFrame) -> tuple[DataFrame, DataFrame]:

@@ -27,17 +27,21 @@ NEW_KEY, OLD_KEY = "_new_key", "_old_key"
 FOLLOWS_WITHIN = 2  # the create comes right after the delete, or after its tombstone
 
 
-def header_columns(raw: DataFrame) -> list[Column]:
-    """The key-change headers of each record (NULL for any other record), from the Kafka
+def header_value(raw: DataFrame, name: str) -> Column:
+    """A record header's value as text (NULL where the record has none), from the Kafka
     source's `headers` column; NULL throughout when it was read without headers."""
+    if "headers" not in raw.columns:
+        return F.lit(None).cast("string")
+    found = F.filter("headers", lambda h: h["key"] == F.lit(name))
+    return F.get(found, 0)["value"].cast("string")
 
-    def header(name: str) -> Column:
-        if "headers" not in raw.columns:
-            return F.lit(None).cast("string")
-        found = F.filter("headers", lambda h: h["key"] == F.lit(name))
-        return F.get(found, 0)["value"].cast("string")
 
-    return [header(NEW_KEY_HEADER).alias(NEW_KEY), header(OLD_KEY_HEADER).alias(OLD_KEY)]
+def header_columns(raw: DataFrame) -> list[Column]:
+    """The key-change headers of each record (NULL for any other record)."""
+    return [
+        header_value(raw, NEW_KEY_HEADER).alias(NEW_KEY),
+        header_value(raw, OLD_KEY_HEADER).alias(OLD_KEY),
+    ]
 
 
 @dataclass(frozen=True)

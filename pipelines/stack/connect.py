@@ -81,6 +81,8 @@ class Connect(JavaService):
         return {
             "CHANGELAKE_PG_HOST": self.settings.postgres_host,
             "CHANGELAKE_PG_PORT": str(self.settings.postgres_port),
+            # LeanJsonConverter publishes schemas to Kafka itself (its config gets no worker's).
+            "CHANGELAKE_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
             "CHANGELAKE_DEBEZIUM_PASSWORD": ensure_secret(self.settings, "debezium_password"),
         }
 

@@ -72,13 +72,17 @@ class Pipeline:
     def caught_up(self) -> None:
         wait_caught_up(self.settings, self.prefix, timeout_s=90)
 
-    def run_once(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run_once(
+        self, *args: str, check: bool = True, env_extra: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         self.caught_up()
-        return self.cli("run", "--once", *args, check=check)
+        return self.cli("run", "--once", *args, check=check, env_extra=env_extra)
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, check: bool = True, env_extra: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """This pipeline's command, in-process on the suite's Spark session."""
-        return changelake_here(*args, check=check, env=self.env)
+        return changelake_here(*args, check=check, env={**self.env, **(env_extra or {})})
 
     def start(
         self, *args: str, fault: str | None = None, env_extra: dict[str, str] | None = None

@@ -75,6 +75,20 @@ def test_unknown_class_and_a_good_file_register_nothing(
     assert f"good-{unique}" not in registered(settings)
 
 
+def test_a_converter_connect_does_not_have_is_named(
+    settings: Settings, stack: Any, tmp_path: Path, unique: str
+) -> None:
+    doc = shop_config(
+        settings, f"noconv-{unique}", **{"value.converter": "dev.changelake.connect.Absent"}
+    )
+    bad = write(tmp_path, "noconv", doc)
+    message = apply_fails(bad)
+    assert f"{bad}: config.value.converter: " in message
+    assert "Class dev.changelake.connect.Absent could not be found" in message
+    assert "dev.changelake.connect.LeanJsonConverter" in message  # what this Connect does have
+    assert doc["name"] not in registered(settings)
+
+
 def test_wrong_password_is_reported_by_validation(
     settings: Settings, stack: Any, tmp_path: Path, unique: str
 ) -> None:

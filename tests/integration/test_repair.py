@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from pipelines import kafka_io
 from pipelines.changelog.key_changes import NEW_KEY_HEADER
+from pipelines.changelog.registry import SCHEMA_HEADER
 from pipelines.sinks.delta import WRITE_CONFLICTS
 from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
@@ -76,14 +77,17 @@ def test_verify_repair_resends_what_the_lake_lost_while_a_workload_runs(
         gone = next(
             r for r in kafka_io.read(bootstrap, topic) if (r.payload or {}).get("op") == "d"
         )
-        raw_key, raw_value = kafka_io.fetch_one(bootstrap, topic, gone.partition, gone.offset)
+        raw = kafka_io.fetch_one(bootstrap, topic, gone.partition, gone.offset)
         producer = Producer({"bootstrap.servers": bootstrap})
         header = (NEW_KEY_HEADER, f'{{"id":{KEY_UPDATED}}}'.encode())
-        producer.produce(topic, key=raw_key, value=raw_value, headers=[header])
-        producer.produce(topic, key=raw_key, value=None, headers=[header])  # its tombstone
+        schema = [(k, v) for k, v in raw.headers.items() if k == SCHEMA_HEADER]  # lean records'
+        headers = [*schema, header]
+        producer.produce(topic, key=raw.key, value=raw.value, headers=headers)
+        producer.produce(topic, key=raw.key, value=None, headers=[header])  # its tombstone
         assert producer.flush(30) == 0
         p.wait_equal(t, ["id"])
     finally:
         proc.send_signal(signal.SIGTERM)
         output = proc.communicate(timeout=120)[0]
+        print(output)  # shown if the test fails
     assert f"{t}: a key update's new row never reached the topic (id={KEY_UPDATED})" in output

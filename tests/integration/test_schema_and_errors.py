@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from decimal import Decimal
+from functools import reduce
 
 import pytest
 from confluent_kafka import Producer
 
 from pipelines import kafka_io
+from pipelines.changelog.registry import DEFAULT_TOPIC, SCHEMA_HEADER
 from tests.integration.pipeline_fixtures import Pipeline
 
 pytestmark = pytest.mark.stack
@@ -47,10 +49,10 @@ def test_added_column_appears_and_a_narrowed_type_stops_only_its_table(
     assert kept is not None and kept["amount"] == Decimal("100.25")  # stopped before the change
 
 
-def _produce(bootstrap: str, topic: str, key: bytes, values: list[bytes]) -> None:
+def _produce(bootstrap: str, topic: str, key: bytes, values: dict[bytes, dict[str, bytes]]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap})
-    for value in values:
-        producer.produce(topic, key=key, value=value)
+    for value, headers in values.items():
+        producer.produce(topic, key=key, value=value, headers=list(headers.items()))
     assert producer.flush(30) == 0
 
 
@@ -68,24 +70,46 @@ def test_bad_records_land_in_errors_and_the_rest_is_applied(
     p.run_once()
     topic = f"{p.prefix}.public.{t}"
     first = next(iter(kafka_io.read(bootstrap, topic)))
+    # The shipped connector writes lean records: the payload, its schema named in a header.
+    fingerprint = first.headers[SCHEMA_HEADER]
+    (schema,) = [
+        json.loads(r.value)
+        for r in kafka_io.read(bootstrap, DEFAULT_TOPIC, raw=True)
+        if r.key == fingerprint
+    ]
     real = first.value
-    unknown_op = json.loads(json.dumps(real))
-    unknown_op["payload"]["op"] = "x"
-    not_a_number = json.loads(json.dumps(real))
-    not_a_number["payload"]["after"]["amount"] = "abc"
-    bad = {
-        b"not json at all": "not JSON",
-        json.dumps({"schema": real["schema"]}).encode(): "no payload",
-        json.dumps({"payload": real["payload"]}).encode(): "no schema",
-        json.dumps(unknown_op).encode(): "unknown operation: x",
-        json.dumps(not_a_number).encode(): "value does not match its schema",
+    assert set(real) >= {"before", "after", "op", "source"}, real  # no schema inline
+    lean = {SCHEMA_HEADER: fingerprint}
+
+    def edited(path: tuple[str, ...], value: object) -> bytes:
+        copy = json.loads(json.dumps(real))
+        reduce(lambda node, step: node[step], path[:-1], copy)[path[-1]] = value
+        return json.dumps(copy).encode()
+
+    bad: dict[bytes, tuple[dict[str, bytes], str]] = {
+        b"not json at all": ({}, "not JSON"),
+        json.dumps({"schema": schema}).encode(): ({}, "no payload"),
+        json.dumps({"payload": real}).encode(): ({}, "no schema"),
+        edited(("op",), "x"): (lean, "unknown operation: x"),
+        edited(("after", "amount"), "abc"): (lean, "value does not match its schema"),
+        edited(("after", "id"), 99): (
+            {SCHEMA_HEADER: b"0" * 32},
+            f"unknown schema fingerprint {'0' * 32}: not in topic {DEFAULT_TOPIC} after 2s",
+        ),
     }
-    _produce(bootstrap, topic, json.dumps(first.key).encode(), list(bad))
-    p.sql(f"INSERT INTO public.{t} VALUES (6, 6.60)")
+    key = json.dumps(first.key).encode()
+    _produce(bootstrap, topic, key, {value: headers for value, (headers, _) in bad.items()})
+    # The stock JsonConverter's form (schema inline) in the same topic is applied like the rest.
+    inline = json.loads(edited(("after",), {"id": 7, "amount": 7.77}))
+    inline["source"]["lsn"] += 1
+    _produce(
+        bootstrap, topic, key, {json.dumps({"schema": schema, "payload": inline}).encode(): {}}
+    )
+    p.sql(f"INSERT INTO public.{t} VALUES (6, 6.60), (7, 7.77)")
     p.sql(f"UPDATE public.{t} SET amount = -1 WHERE id = 2")
     p.sql(f"DELETE FROM public.{t} WHERE id = 3")
 
-    p.run_once()
+    p.run_once(env_extra={"CHANGELAKE_SCHEMA_WAIT_SECONDS": "2"})
 
     p.assert_equal(t, ["id"])
     errors = (
@@ -96,6 +120,6 @@ def test_bad_records_land_in_errors_and_the_rest_is_applied(
     )
     got = {row["value"].encode(): row["reason"] for row in errors}
     assert set(got) == set(bad)
-    for value, reason in bad.items():
+    for value, (_, reason) in bad.items():
         assert got[value].startswith(reason), (reason, got[value])
     assert all(row["offset"] is not None and row["at"] is not None for row in errors)

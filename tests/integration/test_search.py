@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pipelines import kafka_io
 from pipelines.apply.batch import TableApplier
 from pipelines.apply.connector_batch import ConnectorBatch, Member
+from pipelines.changelog.registry import registry
 from pipelines.search.client import SearchClient
 from pipelines.search.config import load_specs
 from pipelines.settings import Settings
@@ -148,6 +149,7 @@ def replay(p: Pipeline, settings: Settings, t: str, start: int, end: int) -> dic
         p.spark.read.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
         .option("subscribe", topic)
+        .option("includeHeaders", "true")
         .option("startingOffsets", json.dumps({topic: {"0": start}}))
         .option("endingOffsets", json.dumps({topic: {"0": end}}))
         .load()
@@ -164,6 +166,7 @@ def replay(p: Pipeline, settings: Settings, t: str, start: int, end: int) -> dic
         lambda _table, stats: seen.update(stats),
         Path(p.home / "replay-run"),
         settings.kafka_bootstrap,
+        registry(settings.kafka_bootstrap, ref.schemas_topic, settings.schema_wait_s),
         SearchSink(client, spec, topic, print),
     )
     batch = ConnectorBatch({topic: Member(applier)}, p.spark.sparkContext)

@@ -285,6 +285,13 @@ def test_every_type_arrives_exactly(pipeline: Callable[..., Pipeline], unique: s
     assert placeholders_sent(p, t, BIG) == set(TOASTABLE)
 
 
+# The stock converter with schemas inline, as a user's own connector may have it.
+STOCK_CONVERTER = {
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.schemas.enable": "true",
+}
+
+
 def test_decimals_beyond_double_precision(pipeline: Callable[..., Pipeline], unique: str) -> None:
     t = f"digits_{unique}"
     rows = [
@@ -298,9 +305,12 @@ def test_decimals_beyond_double_precision(pipeline: Callable[..., Pipeline], uni
             f"CREATE TABLE public.{t} (id int PRIMARY KEY, c_num38 numeric(38,10))",
             *(insert(t, n, row) for n, row in enumerate(rows, start=1)),
         ],
+        connector=STOCK_CONVERTER,  # users bring their own connectors: the same exact digits
     )
     p.caught_up()
     for n, row in enumerate(rows, start=101):  # streamed
         p.sql(insert(t, n, row))
     p.run_once()
     assert p.assert_equal(t, ["id"]) == 2 * len(rows)
+    sent = list(kafka_io.read(p.settings.kafka_bootstrap, f"{p.prefix}.public.{t}"))
+    assert sent and all("schema" in r.value and not r.headers for r in sent if r.value)

@@ -1,6 +1,7 @@
 """A batch's decoding across batches of one stream: each schema version is fetched from Kafka
-once, and the batch's aggregations count its bad records (what lets the apply skip a separate
-count), with a local Spark session."""
+once, lean records (payload + fingerprint header) decode like inline ones, an unknown
+fingerprint makes dead letters naming it, and the batch's aggregations count bad records (what
+lets the apply skip a separate count), with a local Spark session."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from pyspark.sql import SparkSession
 from pipelines.apply.batch import batch_stats
 from pipelines.changelog.batch import decode_batch
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER, Version, envelopes
+from pipelines.changelog.registry import SCHEMA_HEADER
+from pipelines.kafka_io import RawRecord
 
 RAW = "topic string, partition int, offset long, key binary, value binary"
+LEAN = f"{RAW}, headers array<struct<key: string, value: binary>>"
+COMPACT = (",", ":")
 ROW = {
     "type": "struct",
     "optional": True,
@@ -41,27 +46,64 @@ KEY_SCHEMA = {
 }
 
 
+def payload(offset: int, key: int, name: str) -> dict[str, object]:
+    source = {"lsn": 1000 + offset, "ts_us": 1, "ts_ms": 1}
+    return {"before": None, "after": {"id": key, "name": name}, "op": "c", "source": source}
+
+
 def record(offset: int, key: int, name: str) -> tuple[str, int, int, bytes, bytes]:
-    payload = {"before": None, "after": {"id": key, "name": name}, "op": "c"}
-    payload["source"] = {"lsn": 1000 + offset, "ts_us": 1, "ts_ms": 1}
+    """As JsonConverter writes it, schemas on."""
     k = {"schema": KEY_SCHEMA, "payload": {"id": key}}
-    v = {"schema": VALUE_SCHEMA, "payload": payload}
-    compact = {"separators": (",", ":")}
-    return ("t", 0, offset, json.dumps(k, **compact).encode(), json.dumps(v, **compact).encode())  # type: ignore[arg-type]
+    v = {"schema": VALUE_SCHEMA, "payload": payload(offset, key, name)}
+    return (
+        "t",
+        0,
+        offset,
+        json.dumps(k, separators=COMPACT).encode(),
+        json.dumps(v, separators=COMPACT).encode(),
+    )
+
+
+def lean(offset: int, key: int, name: str, fingerprint: str = "f1") -> tuple[object, ...]:
+    """As LeanJsonConverter writes it: the payload alone, the schema named in a header."""
+    _, partition, _, k, _ = record(offset, key, name)
+    v = json.dumps(payload(offset, key, name), separators=COMPACT).encode()
+    return ("t", partition, offset, k, v, [(SCHEMA_HEADER, fingerprint.encode())])
+
+
+class Schemas:
+    """The schemas topic holding one schema, as fingerprint f1."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def schema(self, fingerprint: str) -> str | None:
+        self.asked.append(fingerprint)
+        return json.dumps(VALUE_SCHEMA) if fingerprint == "f1" else None
+
+    def missing(self, fingerprint: str) -> str:
+        return f"unknown schema fingerprint {fingerprint}"
+
+
+def fetcher(rows: dict[int, tuple[object, ...]], fetched: list[int] | None = None):  # type: ignore[no-untyped-def]
+    def fetch(partition: int, offset: int) -> RawRecord:
+        if fetched is not None:
+            fetched.append(offset)
+        row = rows[offset]
+        headers = dict(row[5]) if len(row) > 5 else {}  # type: ignore[call-overload]
+        return RawRecord(row[3], row[4], headers)  # type: ignore[arg-type]
+
+    return fetch
 
 
 def test_a_schema_version_is_fetched_once_per_stream(spark: SparkSession) -> None:
     records = {o: record(o, o % 3, f"n{o}") for o in range(6)}
     fetched: list[int] = []
-
-    def fetch(partition: int, offset: int) -> tuple[bytes | None, bytes | None]:
-        fetched.append(offset)
-        return records[offset][3], records[offset][4]
-
+    fetch = fetcher(records, fetched)  # type: ignore[arg-type]
     known: dict[int, Version] = {}
     for batch in ([0, 1, 2], [3, 4], [5]):
         raw = spark.createDataFrame([records[o] for o in batch], RAW)
-        decoded = decode_batch(envelopes(raw), "t", DEFAULT_PLACEHOLDER, fetch, known)
+        decoded = decode_batch(envelopes(raw), "t", DEFAULT_PLACEHOLDER, fetch, Schemas(), known)
         assert decoded.key == ("id",) and decoded.columns.names == ["id", "name"]
     assert fetched == [0] and len(known) == 1
 
@@ -74,8 +116,34 @@ def test_the_batch_stats_count_records_changes_and_bad_records(spark: SparkSessi
         record(3, 1, "c"),
     ]
     env = envelopes(spark.createDataFrame(rows, RAW))
-    decoded = decode_batch(env, "t", DEFAULT_PLACEHOLDER, lambda p, o: (rows[o][3], rows[o][4]))
+    decoded = decode_batch(env, "t", DEFAULT_PLACEHOLDER, fetcher(dict(enumerate(rows))), Schemas())
     stats = batch_stats(env, decoded)
     assert (stats.records, stats.changes, stats.bad) == (4, 3, 1)
     assert stats.offsets == {"0": 4} and stats.max_lsn == 1003
     assert decoded.errors.count() == stats.bad
+
+
+def test_lean_and_inline_records_of_one_topic_decode_alike(spark: SparkSession) -> None:
+    rows = [lean(0, 1, "a"), (*record(1, 2, "b"), []), lean(2, 3, "c"), (*record(3, 4, "d"), [])]
+    schemas = Schemas()
+    env = envelopes(spark.createDataFrame(rows, LEAN))
+    decoded = decode_batch(env, "t", DEFAULT_PLACEHOLDER, fetcher(dict(enumerate(rows))), schemas)
+    assert decoded.key == ("id",) and decoded.columns.names == ["id", "name"]
+    assert decoded.changes is not None
+    got = sorted((r["id"], r["name"], r["_cdc_lsn"]) for r in decoded.changes.collect())
+    assert got == [(1, "a", 1000), (2, "b", 1001), (3, "c", 1002), (4, "d", 1003)]
+    assert schemas.asked == ["f1"]  # one lookup for the lean version; the inline one needs none
+    assert batch_stats(env, decoded).bad == 0
+
+
+def test_an_unknown_fingerprint_makes_dead_letters_naming_it(spark: SparkSession) -> None:
+    rows = [lean(0, 1, "a"), lean(1, 2, "b", fingerprint="ff00"), lean(2, 3, "c")]
+    env = envelopes(spark.createDataFrame(rows, LEAN))
+    decoded = decode_batch(env, "t", DEFAULT_PLACEHOLDER, fetcher(dict(enumerate(rows))), Schemas())
+    assert decoded.changes is not None
+    assert sorted(r["id"] for r in decoded.changes.collect()) == [1, 3]
+    stats = batch_stats(env, decoded)
+    assert (stats.records, stats.changes, stats.bad) == (3, 2, 1)
+    (letter,) = decoded.errors.collect()
+    assert letter["offset"] == 1 and letter["reason"] == "unknown schema fingerprint ff00"
+    assert json.loads(letter["value"])["after"] == {"id": 2, "name": "b"}  # the record as sent

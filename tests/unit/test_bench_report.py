@@ -190,3 +190,20 @@ def test_all_steps_bounded_reads_as_a_lower_bound_and_names_a_short_load(
     assert "| 800 | 190 | 385 | yes |" in text
     assert "the highest sustained rate is a lower bound" in text
     assert "reached 190 of the 800 transactions/s" in text
+
+
+def test_the_records_section_compares_the_converters_per_figure(results: Results) -> None:
+    results["records"] = {
+        "lean": {"bytes_per_record": {"orders": 500.0}, "changes_per_s": 9000.0},
+        "stock": {"bytes_per_record": {"orders": 4000.0}, "changes_per_s": 3000.0},
+    }
+    text = markdown(results)
+    assert "## Change records: lean vs stock converter" in text
+    assert "| bytes per record, orders | 500 | 4,000 | 0.12\u00d7 |" in text
+    assert (
+        "| Debezium streaming, alone on the same WAL (changes/s) | 9,000 | 3,000 | 3.00\u00d7 |"
+        in text
+    )
+    assert "Connect CPU s during the snapshot | \u2013 | \u2013 | \u2013 |" in text
+    del results["records"]
+    assert "Change records" not in markdown(results)  # reports written before it

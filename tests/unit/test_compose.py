@@ -344,6 +344,12 @@ def test_build_context_holds_what_the_connect_dockerfile_copies() -> None:
     assert [path for path in left_out if not docker_ignored(path, patterns)] == []
 
 
+PLUGIN_KEYS = {  # a connector config key naming a plugin class → the plugin's interface
+    "org.apache.kafka.connect.transforms.Transformation": r"transforms\.[^.]+\.type",
+    "org.apache.kafka.connect.storage.Converter": r"(key|value)\.converter",
+}
+
+
 def java_types_under(root: Path) -> dict[str, Path]:
     """Fully qualified name of each top-level type -> its .java file (named after the type)."""
     found = {}
@@ -357,23 +363,30 @@ def java_types_under(root: Path) -> dict[str, Path]:
     return found
 
 
-def test_changelake_transforms_in_the_connectors_are_defined_in_connect_smt(
+def test_changelake_plugins_in_the_connectors_are_defined_in_connect_smt(
     settings: Settings,
 ) -> None:
     files = sorted(settings.connectors_dir.glob("*.json"))
     used = {
-        str(value)
+        str(value): kind
         for path in files
         for key, value in json.loads(path.read_text())["config"].items()
-        if re.fullmatch(r"transforms\.[^.]+\.type", key)
-        and str(value).startswith("dev.changelake.")
+        for kind, pattern in PLUGIN_KEYS.items()
+        if re.fullmatch(pattern, key) and str(value).startswith("dev.changelake.")
     }
-    assert "dev.changelake.connect.KeyTruncates" in used
+    assert used == {
+        "dev.changelake.connect.KeyTruncates": "org.apache.kafka.connect.transforms.Transformation",
+        "dev.changelake.connect.LeanJsonConverter": "org.apache.kafka.connect.storage.Converter",
+    }
     defined = java_types_under(SMT_SOURCES)
     outer = {name: name.split("$")[0] for name in used}  # Outer$Inner lives in Outer.java
     assert {name: defined.get(outer[name]) for name in used} == {
         name: SMT_SOURCES.joinpath(*outer[name].split(".")).with_suffix(".java") for name in used
     }
+    # Connect finds plugins by their service files (plugin.discovery): each must be listed.
+    services = SMT_SOURCES.parent / "resources" / "META-INF" / "services"
+    for name, interface in used.items():
+        assert name in (services / interface).read_text().split(), (name, interface)
 
 
 def test_published_ports_are_the_settings_defaults_on_loopback(
@@ -475,6 +488,8 @@ def test_connect_provides_every_env_variable_the_connectors_reference(
     assert env["CHANGELAKE_PG_HOST"] == "postgres"
     assert env["CHANGELAKE_PG_PORT"] == str(settings.postgres_port)
     assert env["CHANGELAKE_DEBEZIUM_PASSWORD"] == PASSWORDS["CHANGELAKE_DEBEZIUM_PASSWORD"]
+    # LeanJsonConverter's schemas go to the worker's own Kafka, not to loopback
+    assert env["CHANGELAKE_KAFKA_BOOTSTRAP"] == env["BOOTSTRAP_SERVERS"]
 
 
 def test_connect_is_a_distributed_worker_with_config_providers(
