@@ -196,7 +196,8 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
     if not topics:
         return
     client = admin(bootstrap)
-    for future in client.delete_topics(topics).values():
+    # Kafka refuses a request naming a topic twice (INVALID_REQUEST), so callers may overlap.
+    for future in client.delete_topics(sorted(set(topics))).values():
         future.result(timeout=30)
 
 

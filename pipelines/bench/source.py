@@ -53,7 +53,10 @@ def reset(settings: Settings, say: Callable[[str], None]) -> str:
     left = []
     for prefix in (PREFIX, STOCK_PREFIX):
         left += kafka_io.list_topics(settings.kafka_bootstrap, f"{prefix}.")
-        left += kafka_io.list_topics(settings.kafka_bootstrap, f"__debezium-heartbeat.{prefix}")
+        heartbeat = f"__debezium-heartbeat.{prefix}"  # a prefix of "….benchstock" too
+        left += [
+            t for t in kafka_io.list_topics(settings.kafka_bootstrap, heartbeat) if t == heartbeat
+        ]
     kafka_io.delete_topics(settings.kafka_bootstrap, left)
     bench = Postgres(settings_for_bench(settings))
     bench.after_start()  # the same database setup `stack up` gives the shop
