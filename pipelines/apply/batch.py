@@ -173,9 +173,7 @@ class TableApplier:
         self.spark = spark
         self.fetch = record_fetcher(bootstrap, table.topic)
         self.schemas = schemas
-        self.base = DeltaSink(
-            spark, table.path(lake), table.name, table.soft_delete, table.deletion_vectors
-        )
+        self.base = DeltaSink.of(spark, table, lake)
         self.changelog = ChangelogSink(spark, changelog_of(self.base.path))
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
         # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last

@@ -48,7 +48,7 @@ def compact(spark: SparkSession, lake: str, run_dir: Path, sealed: Sealed) -> bo
     """Fold the epochs up to `sealed.epoch` into the base table and delete them from the
     changelog. False when the base table held them already (a repeat after a crash)."""
     ref = sealed.table
-    base = DeltaSink(spark, ref.path(lake), ref.name, ref.soft_delete)
+    base = DeltaSink.of(spark, ref, lake)
     log = ChangelogSink(spark, changelog_of(base.path))
     _, base_meta = base.latest()
     merged = epoch_of(base_meta) < sealed.epoch

@@ -92,7 +92,7 @@ class Pipeline:
     def _prepare(self, job: TableJob) -> bool:
         """Make sure the table exists (snapshot it if not); False while its topic is empty."""
         ref, lake = job.ref, self.settings.lake
-        sink = DeltaSink(self.spark, ref.path(lake), ref.name, ref.soft_delete)
+        sink = DeltaSink.of(self.spark, ref, lake)
         if ref.name in self.options.resnapshot:
             self.out(f"{ref.name}: dropping the derived table and its changelog to re-snapshot")
             lakefs.delete(self.spark, ref.path(lake))

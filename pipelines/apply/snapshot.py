@@ -9,7 +9,7 @@ stream starts at exactly the next record.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +93,17 @@ def snapshot(
         env.unpersist()
 
 
+def key_clustered(
+    changes: DataFrame, key: Sequence[str], toastable: Sequence[str] = ()
+) -> DataFrame:
+    """The rows a snapshot writes: the newest change per key, deleted keys dropped, in
+    partitions (so files) that each hold one range of the key, sorted by it; a reader after a
+    key, or a range of keys, skips the other files by their min/max statistics. Partitioned by
+    key range before the newest-per-key aggregation, which then needs no shuffle of its own."""
+    newest = latest_per_key(changes.repartitionByRange(*key), key, toastable)
+    return newest.where(F.col(OP) != "d").sortWithinPartitions(*key)
+
+
 @dataclass(frozen=True)
 class _Target:
     table: TableRef
@@ -110,11 +121,11 @@ def _append(env: DataFrame, decoded: Decoded, target: _Target) -> SnapshotResult
     )
     assert decoded.changes is not None
     stats = batch_stats(env, decoded)
-    rows = latest_per_key(
+    rows = key_clustered(
         after_truncate(decoded.changes, stats.truncate_lsn),
         decoded.key,
         decoded.toastable if stats.toasted else (),
-    ).where(F.col(OP) != "d")
+    )
     rows = rows.persist()
     try:
         unresolved = rows.where(F.size(TOASTED) > 0).count() if stats.toasted else 0
@@ -127,13 +138,7 @@ def _append(env: DataFrame, decoded: Decoded, target: _Target) -> SnapshotResult
             decoded.key,
             stats.changes,
         )
-        sink = DeltaSink(
-            env.sparkSession,
-            table.path(lake),
-            table.name,
-            table.soft_delete,
-            table.deletion_vectors,
-        )
+        sink = DeltaSink.of(env.sparkSession, table, lake)
         faults.pause_if("before-snapshot-commit", table.name, run_dir)
         sink.create(rows.drop(TOASTED, PARTITION, OFFSET), meta)
         count = rows.count()

@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delta.exceptions import (
     ConcurrentAppendException,
@@ -36,6 +36,9 @@ from pipelines.changelog.decode import LSN, OP, SOURCE_TS
 from pipelines.changelog.evolution import Evolution
 from pipelines.changelog.plan import Truncate
 from pipelines.exceptions import RetryableError
+
+if TYPE_CHECKING:
+    from pipelines.tables import TableRef
 
 DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
 META_COLUMNS = (LSN, OP, SOURCE_TS)
@@ -150,6 +153,11 @@ class DeltaSink:
     ):
         self.spark, self.path, self.name, self.soft_delete = spark, path, name, soft_delete
         self.deletion_vectors = deletion_vectors  # whether create() turns them on
+
+    @classmethod
+    def of(cls, spark: SparkSession, table: TableRef, lake: str) -> DeltaSink:
+        """A captured table's base table in `lake`, with the options lake.json gives it."""
+        return cls(spark, table.path(lake), table.name, table.soft_delete, table.deletion_vectors)
 
     def exists(self) -> bool:
         return delta_exists(self.spark, self.path)

@@ -35,7 +35,7 @@ def test_soft_deletes_then_query_and_status(pipeline: Callable[..., Pipeline], u
     p.assert_equal(t, ["id"], soft=True)
     p.assert_equal_outside_spark(t, ["id"], soft=True)
     detail = p.spark.sql(f"DESCRIBE DETAIL delta.`{p.path(t)}`").first()
-    assert detail is not None  # lake.json asked for deletion vectors: the compaction used them
+    assert detail is not None  # lake.json asked for deletion vectors: the table has them on
     assert detail["properties"].get("delta.enableDeletionVectors") == "true"
     assert "deletionVectors" in detail["tableFeatures"]
     gone = p.spark.read.format("delta").load(p.path(t)).where("_cdc_deleted").collect()
