@@ -161,8 +161,13 @@ def _bytes(raw: str | bytes | None) -> bytes | None:
 
 
 def _headers(raw: Any) -> dict[str, bytes]:
+    """A record's headers by name; of a name given twice, the first (as the decoder reads it)."""
     pairs = raw.items() if isinstance(raw, dict) else (raw or [])
-    return {str(k): v for k, v in pairs if isinstance(v, bytes)}
+    found: dict[str, bytes] = {}
+    for k, v in pairs:
+        if isinstance(v, bytes):
+            found.setdefault(str(k), v)
+    return found
 
 
 def topic_config(bootstrap: str, topic: str) -> dict[str, str]:
@@ -221,6 +226,8 @@ def fetch_one(
                 continue
             if msg.error():
                 raise RetryableError(f"Kafka read error on {topic}: {msg.error()}")
+            if msg.offset() != offset:  # compacted away since it was read: never another's
+                raise RetryableError(f"{topic} partition {partition} offset {offset} is gone")
             return RawRecord(_bytes(msg.key()), _bytes(msg.value()), _headers(msg.headers()))
         raise RetryableError(f"{topic} partition {partition} offset {offset} not read in time")
     finally:

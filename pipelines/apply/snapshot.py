@@ -22,6 +22,7 @@ from pipelines.apply import faults
 from pipelines.apply.batch import batch_stats, record_fetcher
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, Schemas, envelopes
+from pipelines.changelog.exceptions import SchemaError
 from pipelines.changelog.plan import after_truncate, latest_per_key
 from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
 from pipelines.spark import kafka_options
@@ -80,6 +81,15 @@ def snapshot(
             record_fetcher(bootstrap, table.topic),
             schemas,
         )
+        if decoded.missing:
+            # Dead-lettering them would write each key's newest change with a known schema as
+            # current, though newer ones exist: a bootstrap stops instead (the table alone).
+            raise SchemaError(
+                f"snapshot of {table.name}: {decoded.unresolved:,} records cannot be read: "
+                f"{decoded.missing[0]}",
+                "restore the schemas topic (or point value.converter.schemas.topic at it), "
+                f"then `changelake run --resnapshot {table.name}`",
+            )
         if decoded.changes is None or not decoded.key:
             return None
         if check is not None:

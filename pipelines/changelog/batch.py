@@ -36,6 +36,7 @@ class Decoded:
     key: tuple[str, ...]
     toastable: tuple[str, ...]
     unresolved: int = 0  # records whose schema fingerprint is unknown (dead letters)
+    missing: tuple[str, ...] = ()  # why, one reason per such version
 
     def persist(self) -> None:
         """Decode once: the stats, the MERGE and the dead letters all read the cached rows."""
@@ -130,4 +131,5 @@ def _decode_batch(
     if not missing:
         return Decoded(union, bad, columns, key, toastable)
     lost = unresolved(env, missing)  # rare: counted here, not in the batch's aggregations
-    return Decoded(union, bad.unionByName(lost), columns, key, toastable, lost.count())
+    reasons = tuple(m.reason for m in missing)
+    return Decoded(union, bad.unionByName(lost), columns, key, toastable, lost.count(), reasons)

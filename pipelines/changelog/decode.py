@@ -89,11 +89,16 @@ def malformed(env: DataFrame) -> DataFrame:
         )
         .otherwise(F.lit('not in JsonConverter\'s {"schema":…,"payload":…} form'))
     )
-    return env.where(F.col("odd_text").isNotNull()).select(
+    return _letters(env.where(F.col("odd_text").isNotNull()), F.col("odd_text"), reason)
+
+
+def _letters(records: DataFrame, value: Column, reason: Column) -> DataFrame:
+    """Records as dead letters: where each is, its value as text, and why it was refused."""
+    return records.select(
         "topic",
         "partition",
         "offset",
-        F.col("odd_text").alias("value"),
+        value.alias("value"),
         reason.alias("reason"),
         F.current_timestamp().alias("at"),
     )
@@ -163,11 +168,12 @@ def versions(
             record = fetch(partition, offset)
             key_head = _head(record.key)
             key_schema = _schema_text(key_head) if key_head else None
-            fingerprint = record.headers.get(SCHEMA_HEADER)
-            if fingerprint is not None and record.value is not None:
-                text = schemas.schema(fingerprint.decode("ascii", "replace"))
+            header = record.headers.get(SCHEMA_HEADER)
+            if header is not None and record.value is not None:
+                fingerprint = header.decode("ascii", "replace")
+                text = schemas.schema(fingerprint)
                 if text is None:
-                    missing.append(Missing(vid, schemas.missing(fingerprint.decode())))
+                    missing.append(Missing(vid, schemas.missing(fingerprint)))
                     continue
                 known[vid] = Version(vid, None, row_version(text, key_schema))
             else:
@@ -186,14 +192,8 @@ def unresolved(env: DataFrame, missing: list[Missing]) -> DataFrame:
         reason = F.when(F.col("version_id") == F.lit(m.version_id), F.lit(m.reason)).otherwise(
             reason
         )
-    return env.where(F.col("version_id").isin([m.version_id for m in missing])).select(
-        "topic",
-        "partition",
-        "offset",
-        F.col("payload_text").alias("value"),
-        reason.alias("reason"),
-        F.current_timestamp().alias("at"),
-    )
+    records = env.where(F.col("version_id").isin([m.version_id for m in missing]))
+    return _letters(records, F.col("payload_text"), reason)
 
 
 def _of_version(env: DataFrame, version: Version) -> DataFrame:

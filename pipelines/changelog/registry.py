@@ -55,6 +55,9 @@ class SchemaRegistry:
     def _read_new(self) -> None:
         if self.topic not in kafka_io.list_topics(self.bootstrap, self.topic):
             return
+        for partition, (low, high) in kafka_io.watermarks(self.bootstrap, self.topic).items():
+            if self._next.get(partition, 0) > high:  # the topic was made anew: read it afresh
+                self._next[partition] = low
         for record in kafka_io.read(self.bootstrap, self.topic, dict(self._next), raw=True):
             self._next[record.partition] = record.offset + 1
             if isinstance(record.key, bytes) and isinstance(record.value, bytes):

@@ -123,3 +123,36 @@ def test_bad_records_land_in_errors_and_the_rest_is_applied(
     for value, (_, reason) in bad.items():
         assert got[value].startswith(reason), (reason, got[value])
     assert all(row["offset"] is not None and row["at"] is not None for row in errors)
+
+
+def test_a_snapshot_stops_at_records_whose_schema_is_unknown(
+    pipeline: Callable[..., Pipeline], unique: str, bootstrap: str
+) -> None:
+    t = f"noschema_{unique}"
+    p = pipeline(
+        [t],
+        [
+            f"CREATE TABLE public.{t} (id int PRIMARY KEY, amount numeric(8,2))",
+            f"INSERT INTO public.{t} SELECT i, i FROM generate_series(1, 3) i",
+        ],
+    )
+    p.caught_up()
+    topic = f"{p.prefix}.public.{t}"
+    first = next(iter(kafka_io.read(bootstrap, topic)))
+    unknown = {SCHEMA_HEADER: b"f" * 32}
+    _produce(
+        bootstrap,
+        topic,
+        json.dumps(first.key).encode(),
+        {json.dumps(first.value).encode(): unknown},
+    )
+
+    result = p.run_once(check=False, env_extra={"CHANGELAKE_SCHEMA_WAIT_SECONDS": "1"})
+
+    # Dead-lettering it would make the older change of its key current: nothing is written.
+    said = result.stdout + result.stderr
+    assert result.returncode == 1, said
+    assert (
+        f"snapshot of {t}: 1 records cannot be read: unknown schema fingerprint {'f' * 32}" in said
+    )
+    assert not (p.home / "lake" / "public" / t).exists()

@@ -1,6 +1,7 @@
 package dev.changelake.connect;
 
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HashMap;
@@ -14,14 +15,18 @@ import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.config.AbstractConfig;
 import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.config.TopicConfig;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.header.Headers;
@@ -62,6 +67,7 @@ public class LeanJsonConverter implements Converter {
     public static final String CLIENT_PREFIX = "client.";
 
     private static final long PUBLISH_TIMEOUT_S = 60;
+    private static final AtomicInteger INSTANCES = new AtomicInteger();
     // Debezium keeps one Schema object per table version, so the identity lookup answers almost
     // every record; bounded in case some source builds a schema per record.
     private static final int IDENTITY_CACHE = 1024;
@@ -100,9 +106,18 @@ public class LeanJsonConverter implements Converter {
         replication = config.getShort(REPLICATION);
         clientConfig = new HashMap<>(config.originalsWithPrefix(CLIENT_PREFIX));
         clientConfig.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.getList(BOOTSTRAP));
-        String decimals = config.getString(DECIMAL_FORMAT);
-        payloads.configure(Map.of("schemas.enable", "false", DECIMAL_FORMAT, decimals), isKey);
-        schemas.configure(Map.of("schemas.enable", "true", DECIMAL_FORMAT, decimals), isKey);
+        // Every other setting is JsonConverter's (replace.null.with.default, …): both get them.
+        Map<String, Object> json = new HashMap<>();
+        configs.forEach((key, value) -> {
+            if (!CONFIG.names().contains(key) && !key.startsWith(CLIENT_PREFIX)) {
+                json.put(key, value);
+            }
+        });
+        json.put(DECIMAL_FORMAT, config.getString(DECIMAL_FORMAT));
+        json.put("schemas.enable", "false");
+        payloads.configure(json, isKey);
+        json.put("schemas.enable", "true");
+        schemas.configure(json, isKey);
     }
 
     @Override
@@ -161,7 +176,9 @@ public class LeanJsonConverter implements Converter {
             config.put(ProducerConfig.ACKS_CONFIG, "all");
             config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
             config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
-            config.putIfAbsent(ProducerConfig.CLIENT_ID_CONFIG, "changelake-schemas");
+            // One per task: a shared client id would clash in the worker's JMX registrations.
+            config.putIfAbsent(ProducerConfig.CLIENT_ID_CONFIG,
+                    "changelake-schemas-" + INSTANCES.incrementAndGet());
             producer = new KafkaProducer<>(config);
         }
         byte[] key = fingerprint.getBytes(StandardCharsets.US_ASCII);
@@ -177,22 +194,44 @@ public class LeanJsonConverter implements Converter {
         }
     }
 
-    /** The schemas topic must be compacted (a schema is needed as long as any event using it). */
+    /**
+     * The schemas topic must be compacted: a schema is needed as long as any event using it, and
+     * a topic deleting by age would lose it while the compacted table topics keep the events.
+     */
     private void createTopic() {
         try (Admin admin = Admin.create(clientConfig)) {
             NewTopic spec = new NewTopic(topic, Optional.of(1), Optional.of(replication))
                     .configs(Map.of(TopicConfig.CLEANUP_POLICY_CONFIG, TopicConfig.CLEANUP_POLICY_COMPACT));
-            admin.createTopics(List.of(spec)).all().get(PUBLISH_TIMEOUT_S, TimeUnit.SECONDS);
-        } catch (ExecutionException e) {
-            if (!(e.getCause() instanceof TopicExistsException)) {
-                throw new ConnectException("could not create the schemas topic " + topic + ": "
-                        + e.getCause().getMessage(), e);
+            try {
+                admin.createTopics(List.of(spec)).all().get(PUBLISH_TIMEOUT_S, TimeUnit.SECONDS);
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof TopicExistsException)) {
+                    throw new ConnectException("could not create the schemas topic " + topic
+                            + ": " + e.getCause().getMessage(), e);
+                }
+                requireCompacted(admin);
             }
+        } catch (ExecutionException e) {
+            throw new ConnectException("could not read the configs of the schemas topic " + topic
+                    + ": " + e.getCause().getMessage(), e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new ConnectException("interrupted creating the schemas topic " + topic, e);
         } catch (TimeoutException e) {
             throw new ConnectException("timed out creating the schemas topic " + topic, e);
+        }
+    }
+
+    private void requireCompacted(Admin admin)
+            throws ExecutionException, InterruptedException, TimeoutException {
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        Config configs = admin.describeConfigs(List.of(resource)).all()
+                .get(PUBLISH_TIMEOUT_S, TimeUnit.SECONDS).get(resource);
+        ConfigEntry policy = configs.get(TopicConfig.CLEANUP_POLICY_CONFIG);
+        if (policy == null || !policy.value().contains(TopicConfig.CLEANUP_POLICY_COMPACT)) {
+            throw new ConnectException("the schemas topic " + topic + " exists with cleanup.policy="
+                    + (policy == null ? "?" : policy.value()) + ": it must be compact, or its "
+                    + "schemas expire while events using them remain");
         }
     }
 
@@ -207,7 +246,7 @@ public class LeanJsonConverter implements Converter {
     @Override
     public void close() {
         if (producer != null) {
-            producer.close();
+            producer.close(Duration.ofSeconds(10)); // not the whole delivery timeout at a stop
         }
         payloads.close();
         schemas.close();
