@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.apply.run_options import DEFAULTS, RunOptions
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings, load_settings
 
@@ -97,12 +98,12 @@ def _names(text: str | None) -> list[str]:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines import tables
-    from pipelines.apply import run_command, run_state
+    from pipelines.apply import run_command
 
     if args.master:
         settings = dataclasses.replace(settings, spark_master=args.master)
     refs = tables.captured(settings, _names(args.tables) or None)
-    options = run_state.RunOptions(
+    options = RunOptions(
         once=args.once,
         resnapshot=tuple(_names(args.resnapshot)),
         trigger_seconds=args.trigger_seconds,
@@ -320,10 +321,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--master", help="Spark master URL (default local[2], or CHANGELAKE_SPARK_MASTER)"
     )
     p.add_argument("--resnapshot", help="drop these derived tables and snapshot them again")
-    p.add_argument("--trigger-seconds", type=float, default=2.0, help="micro-batch interval")
-    p.add_argument("--compact-seconds", type=float, default=30.0, help="compaction interval")
     p.add_argument(
-        "--max-records", type=int, default=50_000, help="most records per table per batch"
+        "--trigger-seconds",
+        type=float,
+        default=DEFAULTS.trigger_seconds,
+        help="micro-batch interval",
+    )
+    p.add_argument(
+        "--compact-seconds",
+        type=float,
+        default=DEFAULTS.compact_seconds,
+        help="compaction interval",
+    )
+    p.add_argument(
+        "--max-records",
+        type=int,
+        default=DEFAULTS.max_records_per_batch,
+        help="most records per table per batch",
     )
     p.set_defaults(handler=_run)
 

@@ -1,4 +1,4 @@
-"""Read a JSON configuration file, or fail with an error naming the file (and line and column)."""
+"""JSON files: read one (an error names the file, line and column), or write one whole."""
 
 from __future__ import annotations
 
@@ -18,3 +18,12 @@ def read(path: Path) -> Any:
         raise ConfigError(
             f"{path}: line {exc.lineno} column {exc.colno}: not JSON: {exc.msg}"
         ) from exc
+
+
+def write_atomically(path: Path, doc: Any) -> None:
+    """Write `doc` so a reader (or a process killed mid-write) sees the old file or the new one,
+    never half of one: a temporary file beside it, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from pipelines import jsonfile
 from pipelines.apply import faults
 from pipelines.apply.streaming_failure import cause
 from pipelines.changelog.decode import OFFSET, PARTITION
@@ -144,10 +145,7 @@ class Compactor:
         if key in due:
             ChangelogSink(self.spark, changelog_of(key)).vacuum()
         due[key] = time.time() + VACUUM_EVERY_S
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(due, indent=2))
-        tmp.replace(path)
+        jsonfile.write_atomically(path, due)
 
     def _loop(self) -> None:
         # Its jobs share the cores with the stream's batches by weight (fairscheduler.xml).

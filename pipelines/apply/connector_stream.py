@@ -10,7 +10,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import lakefs
 from pipelines.apply.connector_batch import ConnectorBatch, Member
-from pipelines.apply.run_state import RunOptions
+from pipelines.apply.run_options import RunOptions
 from pipelines.spark import kafka_options
 
 CANCEL_EVERY_S = 1.0  # a batch outlasting a stop's wait has its Spark jobs cancelled this often

@@ -29,6 +29,7 @@ from pipelines.apply.compaction import Compactor
 from pipelines.apply.connector_batch import Member
 from pipelines.apply.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.apply.key_change_guard import KeyChangeGuard
+from pipelines.apply.run_options import RunOptions
 from pipelines.apply.run_report import (
     batch_line,
     report_line,
@@ -36,7 +37,7 @@ from pipelines.apply.run_report import (
     summary_line,
     write_state,
 )
-from pipelines.apply.run_state import RunOptions, Stream, TableJob
+from pipelines.apply.run_state import Stream, TableJob
 from pipelines.apply.snapshot import snapshot
 from pipelines.apply.streaming_failure import cause
 from pipelines.capture.capture_restarts import CaptureRestarts

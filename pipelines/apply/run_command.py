@@ -10,7 +10,7 @@ from typing import Any
 
 from pipelines import kafka_io, lakefs
 from pipelines.apply.run import Discover, Out, Pipeline
-from pipelines.apply.run_state import RunOptions
+from pipelines.apply.run_options import RunOptions
 from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.capture.topics import wait_caught_up
 from pipelines.search.client import SearchClient

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelines import jsonfile
 from pipelines.apply.run_state import TableJob
 from pipelines.apply.snapshot import SnapshotResult
 from pipelines.tables import TableRef
@@ -87,7 +88,4 @@ def write_state(path: Path, started: str, jobs: Mapping[str, TableJob]) -> None:
         "started": started,
         "tables": {n: {"state": j.state, "error": j.error} for n, j in jobs.items()},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2))
-    tmp.replace(path)
+    jsonfile.write_atomically(path, doc)

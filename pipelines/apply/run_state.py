@@ -14,15 +14,6 @@ if TYPE_CHECKING:  # connector_stream imports this module
     from pipelines.apply.connector_batch import ConnectorBatch, Member
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    once: bool = False
-    resnapshot: tuple[str, ...] = ()
-    trigger_seconds: float = 2.0
-    compact_seconds: float = 30.0  # how often a streaming run folds a table's changelog in
-    max_records_per_batch: int = 50_000
-
-
 @dataclass
 class TableJob:
     ref: TableRef

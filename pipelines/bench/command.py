@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import kafka_io
-from pipelines.bench import pipeline_runs, source, stages
+from pipelines.bench import pipeline_runs, resources, source, stages
 from pipelines.bench.connector_pair import ConnectorPair
 from pipelines.bench.pgbench_load import PgbenchRun, run_pgbench
 from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
-from pipelines.bench.resources import ResourceSampler
 from pipelines.bench.rounds import round_figures
 from pipelines.bench.stats import summarize
 from pipelines.bench.sustained import (
@@ -41,7 +40,6 @@ from pipelines.chaos.pipeline_process import PipelineProcess
 from pipelines.demo.seed import seed
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
-from pipelines.stack import manager
 
 Say = Callable[[str], None]
 DECODING_SLOT = "changelake_bench_decoding"
@@ -100,7 +98,7 @@ class Bench:
     # --- phases ---------------------------------------------------------------------------------
     def run(self) -> Path:
         began, started_at = time.monotonic(), datetime.now(UTC).isoformat()
-        sampler = ResourceSampler(_service_pids(self.settings))
+        sampler = resources.ResourceSampler(resources.service_pids(self.settings))
         sampler.start()
         try:
             dsn = self._seed()
@@ -205,7 +203,9 @@ class Bench:
         # The baseline's connector is done: it would only compete with the sustained load.
         source.remove_connectors(s, self.say, only=self.pair.names["stock"])
 
-    def _sustained(self, dsn: str, sampler: ResourceSampler) -> tuple[list[Step], dict[str, Any]]:
+    def _sustained(
+        self, dsn: str, sampler: resources.ResourceSampler
+    ) -> tuple[list[Step], dict[str, Any]]:
         o = self.options
         pipeline = PipelineProcess(self.env, self._pipeline_log(), ("--trigger-seconds", "1"))
         ends = {t: _ends(self.settings, t) for t in source.topics()}
@@ -374,10 +374,6 @@ def _last_offsets(table: Path) -> dict[int, int]:
         for p, o in (meta.get("offsets") or {}).items():
             offsets[int(p)] = max(int(o), offsets.get(int(p), 0))
     return offsets
-
-
-def _service_pids(settings: Settings) -> dict[str, int]:
-    return {svc.name: pid for svc in manager.services(settings) if (pid := svc.pid()) is not None}
 
 
 def _spark_version() -> str:

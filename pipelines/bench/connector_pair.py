@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from pipelines.bench import records, source, stages
+from pipelines.bench import records, resources, source, stages
 from pipelines.capture.connectors import apply as apply_connectors
 from pipelines.settings import Settings
-from pipelines.stack import manager
 
 Say = Callable[[str], None]
 Wait = Callable[..., None]  # Bench._wait(ready, what, timeout_s, progress=…)
@@ -31,7 +30,7 @@ class ConnectorPair:
         self.slots = {"lean": source.SLOT, "stock": source.STOCK_SLOT}
 
     def _connect_pid(self) -> int | None:
-        return next((s.pid() for s in manager.services(self.settings) if s.name == "connect"), None)
+        return resources.service_pids(self.settings).get("connect")
 
     def _records(self, kind: str) -> int:
         topics = source.topics(self.prefixes[kind])
@@ -43,7 +42,7 @@ class ConnectorPair:
         # The baseline's file stays out of the folder `changelake run` reads its tables from.
         folder = self.out_dir / ("baseline-connector" if stock else "connectors")
         path = source.connector_file(self.settings, folder, self.names[kind], stock)
-        with records.timed(self._connect_pid()) as spent:
+        with resources.timed(self._connect_pid()) as spent:
             apply_connectors(self.settings, [path], progress=self.say)
             wait(
                 lambda: self._records(kind) >= rows,
@@ -64,7 +63,7 @@ class ConnectorPair:
     def alone(self, kind: str, dsn: str, changes: int) -> stages.Rate:
         """Resume the paused connector alone on the load's WAL (`changes` row changes): its rate
         and Connect's CPU."""
-        with records.timed(self._connect_pid()) as spent:
+        with resources.timed(self._connect_pid()) as spent:
             caught = stages.caught_up_alone(
                 self.settings,
                 self.names[kind],

@@ -37,12 +37,19 @@ _TOASTED_OR_ANY_CUSTOMER = "\n".join(
 )
 _ORDER = r"\set o random(:o_min, :o_max)"
 _SKU = r"\set s random(:s_min, :s_max)"
-_SKU_TEXT = "'SKU-' || lpad(:s::text, 7, '0')"
+
+
+def _sku_text(number: str) -> str:
+    """SQL for the SKU text of a number expression, as `seed.sku` writes it."""
+    return f"'SKU-' || lpad(({number})::text, 7, '0')"
+
+
+_SKU_TEXT = _sku_text(":s")
 # An order's 1-4 lines, from consecutive SKUs that still exist and have a price.
 _LINES = (
     "l AS (SELECT row_number() OVER () AS line_no, p.sku, 1 + (:s + g) % 5 AS qty, p.price"
     " FROM generate_series(0, :n - 1) g JOIN public.products p"
-    " ON p.sku = 'SKU-' || lpad((:s + g)::text, 7, '0') WHERE p.price IS NOT NULL)"
+    f" ON p.sku = {_sku_text(':s + g')} WHERE p.price IS NOT NULL)"
 )
 _ORDER_OF_LINES = (
     "o AS (INSERT INTO public.orders (customer_id, status, total, placed_at, updated_at)"

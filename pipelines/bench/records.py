@@ -8,14 +8,11 @@ rate and Connect's CPU while each connector works alone; and renders the report'
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from pipelines import kafka_io
-from pipelines.bench import resources
+from pipelines.bench import markdown as md
 
 SAMPLE = 2000  # newest records per topic whose sizes are averaged
 CONVERTERS = {"lean": "changelake (LeanJsonConverter)", "stock": "stock JsonConverter"}
@@ -50,39 +47,7 @@ def sizes(bootstrap: str, topics: Mapping[str, str]) -> dict[str, float]:
     return {t: b for t, b in found.items() if b is not None}
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """CPU seconds a process and its descendants have used so far (0 without a process)."""
-    if pid is None:
-        return 0.0
-    processes = resources.read_processes()
-    tree = [pid, *resources.descendants(processes, pid)]
-    ticks = sum(processes[p].total for p in tree if p in processes)
-    return ticks / resources.CLK_TCK
-
-
-@dataclass
-class Timed:
-    seconds: float = 0.0
-    cpu_s: float = 0.0
-
-
-@contextmanager
-def timed(pid: int | None) -> Iterator[Timed]:
-    """Wall and CPU seconds (of `pid`'s tree) spent in the block."""
-    result, started, cpu = Timed(), time.monotonic(), cpu_seconds(pid)
-    yield result
-    result.seconds, result.cpu_s = time.monotonic() - started, cpu_seconds(pid) - cpu
-
-
 # --- report -----------------------------------------------------------------------------------
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return "\u2013" if a is None or not b else f"{a / b:.2f}\u00d7"
-
-
-def _cell(value: float | None, show: Callable[[float], str]) -> str:
-    return "\u2013" if value is None else show(value)
 
 
 def records_section(figures: RecordFigures | None) -> list[str]:
@@ -95,7 +60,14 @@ def records_section(figures: RecordFigures | None) -> list[str]:
     tables = sorted(set(lean.get("bytes_per_record", {})) | set(stock.get("bytes_per_record", {})))
     for t in tables:
         a, b = lean.get("bytes_per_record", {}).get(t), stock.get("bytes_per_record", {}).get(t)
-        rows.append([f"bytes per record, {t}", _cell(a, _count), _cell(b, _count), _ratio(a, b)])
+        rows.append(
+            [
+                f"bytes per record, {t}",
+                md.cell(a, md.count),
+                md.cell(b, md.count),
+                md.ratio_cell(a, b),
+            ]
+        )
     for key, label in (
         ("snapshot_rows_per_s", "Debezium snapshot (rows/s)"),
         ("snapshot_connect_cpu_s", "Connect CPU s during the snapshot"),
@@ -103,10 +75,8 @@ def records_section(figures: RecordFigures | None) -> list[str]:
         ("connect_cpu_s_per_1k", "Connect CPU s per 1,000 streamed changes"),
     ):
         a, b = lean.get(key), stock.get(key)
-        rows.append([label, _cell(a, _number), _cell(b, _number), _ratio(a, b)])
+        rows.append([label, md.cell(a, md.number), md.cell(b, md.number), md.ratio_cell(a, b)])
     header = ["figure", CONVERTERS["lean"], CONVERTERS["stock"], "lean \u00f7 stock"]
-    lines = [header, ["---"] * len(header), *rows]
-    table = "\n".join("| " + " | ".join(line) + " |" for line in lines)
     note = (
         "Two connectors capture the same database: changelake's writes each event's payload "
         "with its schema's fingerprint in a header (the schema once, to `changelake.schemas`); "
@@ -114,12 +84,4 @@ def records_section(figures: RecordFigures | None) -> list[str]:
         f"are the newest {SAMPLE:,} change records of each topic (key, value and headers, as "
         "produced, before Kafka's compression), after the stage-limit load."
     )
-    return ["## Change records: lean vs stock converter", note, table]
-
-
-def _count(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
+    return ["## Change records: lean vs stock converter", note, md.table(header, rows)]

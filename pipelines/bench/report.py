@@ -21,14 +21,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict, cast
 
+from pipelines.bench import markdown as md
 from pipelines.bench.plot import plot
 from pipelines.bench.records import RecordFigures, records_section
 from pipelines.bench.rounds import RoundFigures, rounds_section
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
 from pipelines.exceptions import ConfigError
 
-MISSING = "\u2013"  # an en dash: an empty cell, not a minus sign
-TIMES = "\u00d7"  # the multiplication sign after a ratio
 REPORT_FILES = ("results.json", "report.md", "freshness.png")
 PERCENTILES = ("p50", "p95", "p99")
 STAGE_NAMES = {
@@ -154,7 +153,7 @@ def stage_figures(
     """Each stage's changes/s, also as a fraction of what Postgres can decode."""
 
     def stage(rate: float | None) -> Stage:
-        return Stage(changes_per_s=rate, fraction_of_decoding=_ratio(rate, decoding))
+        return Stage(changes_per_s=rate, fraction_of_decoding=md.ratio(rate, decoding))
 
     return Stages(
         decoding=stage(decoding),
@@ -211,14 +210,6 @@ class Comparison:
     show: Callable[[float], str]
 
 
-def _count(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def _seconds(value: float) -> str:
-    return f"{value:.2f}" if value < 10 else f"{value:,.1f}" if value < 100 else _count(value)
-
-
 def _freshness_figures(sink: str, name: str) -> list[Comparison]:
     return [
         Comparison(
@@ -226,7 +217,7 @@ def _freshness_figures(sink: str, name: str) -> list[Comparison]:
             label=f"freshness to {name} {p} (s)",
             ours=("freshness", sink, p),
             baseline=("freshness", sink, p),
-            show=_seconds,
+            show=md.seconds,
         )
         for p in PERCENTILES
     ]
@@ -238,28 +229,28 @@ FIGURES = (
         label="snapshot (rows/s)",
         ours=("snapshot", "rows_per_s"),
         baseline=("snapshot_rows_per_s",),
-        show=_count,
+        show=md.count,
     ),
     Comparison(
         key="highest_bounded_rate",
         label="highest sustained (changes/s)",
         ours=("sustained", "highest_bounded_rate"),
         baseline=("highest_bounded_rate",),
-        show=_count,
+        show=md.count,
     ),
     Comparison(
         key="apply_changes_per_s",
         label="Spark apply, queryable (changes/s)",
         ours=("stages", "spark_apply", "changes_per_s"),
         baseline=("apply_changes_per_s",),
-        show=_count,
+        show=md.count,
     ),
     Comparison(
         key="apply_base_changes_per_s",
         label="Spark apply, compacted into the base tables (changes/s)",
         ours=("stages", "spark_base", "changes_per_s"),
         baseline=("apply_changes_per_s",),
-        show=_count,
+        show=md.count,
     ),
     *_freshness_figures("delta", "Delta"),
     *_freshness_figures("search", "search"),
@@ -274,45 +265,32 @@ def _get(data: Any, path: Sequence[str]) -> Any:
     return data
 
 
-def _ratio(ours: float | None, baseline: float | None) -> float | None:
-    return None if ours is None or not baseline else ours / baseline
-
-
 def _figure_values(results: Mapping[str, Any], figure: Comparison) -> tuple[Any, Any]:
     return _get(results, figure.ours), _get(results, ("baseline", *figure.baseline))
 
 
 def ratios(results: Results | Mapping[str, Any]) -> dict[str, float | None]:
     """changelake ÷ baseline for every figure: above 1 is better for rates, below for freshness."""
-    return {f.key: _ratio(*_figure_values(results, f)) for f in FIGURES}
+    return {f.key: md.ratio(*_figure_values(results, f)) for f in FIGURES}
 
 
 # --- markdown ---------------------------------------------------------------------------------
 
 
-def _cell(value: float | None, show: Callable[[float], str]) -> str:
-    return MISSING if value is None else show(value)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = [header, ["---"] * len(header), *rows]
-    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
-
-
 def _method(results: Mapping[str, Any]) -> str:
     params, machine = results["params"], results["machine"]
-    steps = ", ".join(_count(rate) for rate in params["step_rates"]) or _count(params["rate"])
+    steps = ", ".join(md.count(rate) for rate in params["step_rates"]) or md.count(params["rate"])
     return (
         f"Measured on {machine['cores']} cores and {machine['memory_gib']} GiB of memory "
         f"(Python {machine['python']}, Spark {machine['spark']}), starting {results['started_at']} "
-        f"and taking {_seconds(results['duration_s'])} s. The snapshot bootstraps "
-        f"{_count(params['rows'])} source rows from their compacted topics. The load is the "
+        f"and taking {md.seconds(results['duration_s'])} s. The snapshot bootstraps "
+        f"{md.count(params['rows'])} source rows from their compacted topics. The load is the "
         "demo shop's operation mix run by pgbench from several connections, paced on a "
-        f"schedule. The sustained load then runs {_seconds(params['seconds'])} s at each of "
-        f"{steps} transactions/s; a step "
-        f"counts as sustained when, after its first {_seconds(params['settle_s'])} s, lag stays "
-        f"under {_seconds(params['max_lag_s'])} s and does not trend upward. Freshness is the time "
-        "from a Postgres commit to the Delta commit holding the change, and to the change being "
+        f"schedule. The sustained load then runs {md.seconds(params['seconds'])} s at each of "
+        f"{steps} transactions/s; a step counts as sustained when, after its first "
+        f"{md.seconds(params['settle_s'])} s, lag stays under {md.seconds(params['max_lag_s'])} s "
+        "and does not trend upward. Freshness is the time from a Postgres commit to the Delta "
+        "commit holding the change, and to the change being "
         "searchable in OpenSearch. The baseline is a textbook foreachBatch MERGE pipeline on the "
         "same data. It keeps no search index: changelake's snapshot rate leaves its index builds "
         "out, its apply rates include keeping two indexes in step. Apply is timed on a backlog "
@@ -330,46 +308,45 @@ def _figures_table(results: Mapping[str, Any]) -> str:
     rows = []
     for figure in FIGURES:
         ours, base = _figure_values(results, figure)
-        ratio = _ratio(ours, base)
         rows.append(
             [
                 figure.label,
-                _cell(ours, figure.show),
-                _cell(base, figure.show),
-                _cell(ratio, lambda r: f"{r:.2f}{TIMES}"),
+                md.cell(ours, figure.show),
+                md.cell(base, figure.show),
+                md.ratio_cell(ours, base),
             ]
         )
-    return _table(["figure", "changelake", "baseline", "ratio"], rows)
+    return md.table(["figure", "changelake", "baseline", "ratio"], rows)
 
 
 def _stages_table(results: Mapping[str, Any]) -> str:
     rows = [
         [
             name,
-            _cell(_get(results, ("stages", key, "changes_per_s")), _count),
-            _cell(_get(results, ("stages", key, "fraction_of_decoding")), lambda f: f"{f:.1%}"),
+            md.cell(_get(results, ("stages", key, "changes_per_s")), md.count),
+            md.cell(_get(results, ("stages", key, "fraction_of_decoding")), lambda f: f"{f:.1%}"),
         ]
         for key, name in STAGE_NAMES.items()
     ]
-    return _table(["stage", "changes/s", "fraction of decoding"], rows)
+    return md.table(["stage", "changes/s", "fraction of decoding"], rows)
 
 
 def _steps_table(results: Mapping[str, Any]) -> str:
     steps = _get(results, ("sustained", "steps")) or []
     rows = [
         [
-            _count(s["target_rate"]),
-            _cell(s.get("achieved_transactions"), _count),
-            _count(s["achieved_rate"]),
+            md.count(s["target_rate"]),
+            md.cell(s.get("achieved_transactions"), md.count),
+            md.count(s["achieved_rate"]),
             "yes" if s["bounded"] else "no",
-            _cell(s.get("freshness_p50"), _seconds),
-            _cell(s.get("freshness_p99"), _seconds),
+            md.cell(s.get("freshness_p50"), md.seconds),
+            md.cell(s.get("freshness_p99"), md.seconds),
         ]
         for s in steps
     ]
     header = ["target transactions/s", "achieved transactions/s", "row changes/s", "lag bounded"]
     header += ["freshness to Delta p50 (s)", "p99 (s)"]
-    return _table(header, rows) + _steps_caveat(steps)
+    return md.table(header, rows) + _steps_caveat(steps)
 
 
 def _steps_caveat(steps: Sequence[Mapping[str, Any]]) -> str:
@@ -382,18 +359,18 @@ def _steps_caveat(steps: Sequence[Mapping[str, Any]]) -> str:
     reached = last.get("achieved_transactions")
     if reached is not None and reached < 0.9 * last["target_rate"]:
         text += (
-            f" The load generator, sharing the machine, reached {_count(reached)} of the"
-            f" {_count(last['target_rate'])} transactions/s asked for in the last step."
+            f" The load generator, sharing the machine, reached {md.count(reached)} of the"
+            f" {md.count(last['target_rate'])} transactions/s asked for in the last step."
         )
     return text
 
 
 def _resources_table(results: Mapping[str, Any]) -> str:
     rows = [
-        [name, f"{usage['cpu_seconds']:,.1f}", _count(usage["peak_rss_mb"])]
+        [name, f"{usage['cpu_seconds']:,.1f}", md.count(usage["peak_rss_mb"])]
         for name, usage in (results.get("resources") or {}).items()
     ]
-    return _table(["service", "CPU s", "peak MB"], rows)
+    return md.table(["service", "CPU s", "peak MB"], rows)
 
 
 def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.png") -> str:

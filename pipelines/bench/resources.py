@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.exceptions import ChangelakeError
+from pipelines.settings import Settings
+from pipelines.stack import manager
 
 PROC = Path("/proc")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -268,3 +272,32 @@ class ResourceSampler:
 
     def _rss(self, pid: int) -> int:
         return rss_kb(pid, self._proc)
+
+
+def service_pids(settings: Settings) -> dict[str, int]:
+    """The root pid of every local service that runs now, by name."""
+    return {svc.name: pid for svc in manager.services(settings) if (pid := svc.pid()) is not None}
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """CPU seconds a process and its descendants have used so far (0 without a process)."""
+    if pid is None:
+        return 0.0
+    processes = read_processes()
+    tree = [pid, *descendants(processes, pid)]
+    ticks = sum(processes[p].total for p in tree if p in processes)
+    return ticks / CLK_TCK
+
+
+@dataclass
+class Timed:
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+
+
+@contextmanager
+def timed(pid: int | None) -> Iterator[Timed]:
+    """Wall and CPU seconds (of `pid`'s tree) spent in the block."""
+    result, started, cpu = Timed(), time.monotonic(), cpu_seconds(pid)
+    yield result
+    result.seconds, result.cpu_s = time.monotonic() - started, cpu_seconds(pid) - cpu

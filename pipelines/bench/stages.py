@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pipelines import kafka_io, pg
-from pipelines.bench.source import TABLES
+from pipelines.bench import source
 from pipelines.capture.connect_api import ConnectApi, quote
 from pipelines.settings import Settings
 
@@ -115,7 +115,7 @@ def caught_up_alone(
         settings.kafka_bootstrap,
         settings.connect_url,
         connector,
-        [f"{prefix}.public.{t}" for t in TABLES],
+        source.topics(prefix),
         slot_reaches_now(dsn, slot),
         say,
     )

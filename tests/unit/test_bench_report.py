@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.bench.markdown import MISSING, TIMES
 from pipelines.bench.report import (
-    MISSING,
-    TIMES,
     Baseline,
     Freshness,
     Results,

@@ -1,0 +1,18 @@
+"""What a run was asked to do. Free of Spark, so the CLI shows these defaults in `--help`
+without starting a JVM or importing pyspark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    once: bool = False
+    resnapshot: tuple[str, ...] = ()
+    trigger_seconds: float = 2.0  # the micro-batch interval
+    compact_seconds: float = 30.0  # how often a streaming run folds a table's changelog in
+    max_records_per_batch: int = 50_000  # per table per micro-batch
+
+
+DEFAULTS = RunOptions()
