@@ -55,13 +55,13 @@ def _print_stack_status(report: dict[str, Any]) -> None:
 
 
 def _connectors(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.capture import connectors
+    from pipelines.capture import connectors, removal
 
     if args.action == "apply":
         files = [Path(f) for f in args.files] or connectors.default_files(settings)
         connectors.apply(settings, files, timeout_s=args.timeout)
     elif args.action == "delete":
-        connectors.delete(settings, args.name, drop_slot=args.drop_slot)
+        removal.delete(settings, args.name, drop_slot=args.drop_slot)
     else:
         report = connectors.status(settings)
         if args.json:
@@ -294,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for RUNNING")
     c = csub.add_parser("status", help="each connector's and task's state")
     c.add_argument("--json", action="store_true")
-    c = csub.add_parser("delete", help="remove a connector")
+    c = csub.add_parser("delete", help="remove a connector and the offsets Connect stored for it")
     c.add_argument("name")
     c.add_argument("--drop-slot", action="store_true", help="also drop its replication slot")
     p.set_defaults(handler=_connectors)

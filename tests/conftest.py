@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pipelines import kafka_io
-from pipelines.capture import connectors
+from pipelines.capture import removal
 from pipelines.settings import Settings, load_settings
 from tests.support import changelake
 
@@ -89,7 +89,7 @@ def capture(
 
     yield start
     for name in made:
-        connectors.delete(settings, name, drop_slot=True, progress=lambda _: None)
+        removal.delete(settings, name, drop_slot=True, progress=lambda _: None)
         prefix = name.replace("-", "_")
         topics = kafka_io.list_topics(settings.kafka_bootstrap, prefix)
         topics += kafka_io.list_topics(settings.kafka_bootstrap, f"__debezium-heartbeat.{prefix}")

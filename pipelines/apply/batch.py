@@ -137,7 +137,7 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
 
 
 def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
-    """The stats of one topic's records (a snapshot's)."""
+    """The stats of one topic's records and their decoded rows."""
     return add_change_stats(next(iter(record_stats(env).values()), BatchStats()), decoded)
 
 

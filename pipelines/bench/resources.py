@@ -284,7 +284,7 @@ def cpu_seconds(pid: int | None) -> float:
     if pid is None:
         return 0.0
     processes = read_processes()
-    tree = [pid, *descendants(processes, pid)]
+    tree = descendants(processes, pid)  # the root included
     ticks = sum(processes[p].total for p in tree if p in processes)
     return ticks / CLK_TCK
 

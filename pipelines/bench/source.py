@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 
 from pipelines import kafka_io
-from pipelines.capture import connectors
+from pipelines.capture import removal
 from pipelines.capture.connect_api import ConnectApi
 from pipelines.settings import Settings
 from pipelines.stack.postgres import Postgres
@@ -69,7 +69,7 @@ def remove_connectors(
     """Every benchmark connector (or `only` that one), with its replication slot."""
     for name in ConnectApi(settings.connect_url).get("/connectors"):
         if str(name).startswith(CONNECTOR) and only in (None, name):
-            connectors.delete(settings, str(name), drop_slot=True, progress=say)
+            removal.delete(settings, str(name), drop_slot=True, progress=say)
 
 
 def connector_name(run: str, stock: bool = False) -> str:

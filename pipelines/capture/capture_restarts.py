@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pipelines.capture.connect_api import ConnectApi, ConnectApiError, quote
+from pipelines.capture.failures import root_cause
 from pipelines.exceptions import RetryableError
 
 CHECK_EVERY_S = 5.0
@@ -31,15 +32,12 @@ class _Restarts:
 
 
 def failed_tasks(status: dict[str, object]) -> list[tuple[int, str]]:
-    """(task id, first line of its trace) for each FAILED task in a connector's status."""
+    """(task id, its trace's root cause) for each FAILED task in a connector's status."""
     tasks = status.get("tasks")
     found = []
     for task in tasks if isinstance(tasks, list) else []:
         if task.get("state") == "FAILED":
-            trace = str(task.get("trace") or "").strip()
-            causes = [line for line in trace.splitlines() if line.startswith("Caused by:")]
-            first = causes[-1] if causes else trace.splitlines()[0] if trace else "no trace"
-            found.append((int(task.get("id", 0)), first.removeprefix("Caused by: ")[:200]))
+            found.append((int(task.get("id", 0)), root_cause(str(task.get("trace") or ""))))
     return found
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines import pg
 from pipelines.capture.capture_restarts import failed_tasks, restart_failed
 from pipelines.capture.connect_api import ConnectApi, ConnectApiError, quote
+from pipelines.capture.failures import explain
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings
 
@@ -251,17 +251,14 @@ def wait_running(
     deadline = time.monotonic() + timeout_s
     last = ""
     while True:
-        state = _state(api, name)
+        state = connector_state(api, name)
         summary = f"connector {state['connector']}, tasks {state['tasks'] or 'none yet'}"
         if summary != last:
             progress(f"  {name:<20} {summary}")
             last = summary
         failed = state["failed"]
         if failed and (failed != restarted or time.monotonic() > deadline):
-            raise ChangelakeError(
-                f"connector {name} failed:\n{failed}",
-                "fix the cause, then `changelake connectors apply` (see logs/connect.log)",
-            )
+            raise ChangelakeError(*explain(name, failed))
         if (
             state["connector"] == "RUNNING"
             and state["tasks"]
@@ -290,7 +287,7 @@ def wait_all_running(settings: Settings, timeout_s: float = 120.0) -> None:
         # deleted long ago (seen after a config-topic replay) and drop it a moment later.
         names: list[str] = api.get("/connectors")
         states.clear()
-        states.update({name: _state(api, name) for name in names})
+        states.update({name: connector_state(api, name) for name in names})
         return all(
             st["connector"] == "RUNNING" and st["tasks"] and set(st["tasks"]) == {"RUNNING"}
             for st in states.values()
@@ -300,12 +297,15 @@ def wait_all_running(settings: Settings, timeout_s: float = 120.0) -> None:
         stuck = {n: st for n, st in states.items() if st["failed"] or st["connector"] != "RUNNING"}
         raise ChangelakeError(
             f"connectors not RUNNING {timeout_s:.0f}s after Connect restarted: "
-            + "; ".join(f"{n}: {st['failed'] or st['connector']}" for n, st in stuck.items()),
+            + "; ".join(
+                explain(n, st["failed"])[0] if st["failed"] else f"{n}: {st['connector']}"
+                for n, st in stuck.items()
+            ),
             "see `changelake connectors status` and logs/connect.log",
         )
 
 
-def _state(api: ConnectApi, name: str) -> dict[str, Any]:
+def connector_state(api: ConnectApi, name: str) -> dict[str, Any]:
     try:
         status = api.get(f"/connectors/{quote(name)}/status")
     except ConnectApiError as exc:
@@ -354,48 +354,3 @@ def print_status(report: dict[str, Any]) -> None:
         for task in item["tasks"]:
             if task["trace"]:
                 print("    " + task["trace"].splitlines()[0])
-
-
-def delete(
-    settings: Settings, name: str, *, drop_slot: bool = False, progress: Progress = print
-) -> None:
-    api = ConnectApi(settings.connect_url)
-    config = api.connector_config(name)
-    if config is None:
-        raise ConfigError(f"no connector named {name!r}", "see `changelake connectors status`")
-    api.delete(f"/connectors/{quote(name)}")
-    progress(f"  {name:<20} deleted")
-    slot = config.get("slot.name")
-    if not slot:
-        return
-    if drop_slot:
-        drop_replication_slot(settings, slot)
-        progress(f"  {name:<20} replication slot {slot} dropped")
-    else:
-        progress(
-            f"  note: replication slot {slot!r} still retains WAL for this connector; "
-            f"drop it with `changelake connectors delete --drop-slot` next time, or in psql: "
-            f"SELECT pg_drop_replication_slot('{slot}');"
-        )
-
-
-def drop_replication_slot(settings: Settings, slot: str, timeout_s: float = 30.0) -> None:
-    """Drop `slot` once the stopped connector has let go of it."""
-    from pipelines.stack.postgres import Postgres
-
-    deadline = time.monotonic() + timeout_s
-    with pg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
-        while True:
-            row = conn.execute(
-                "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-            ).fetchone()
-            if row is None:
-                return
-            if not row[0]:
-                conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-                return
-            if time.monotonic() > deadline:
-                raise ChangelakeError(
-                    f"replication slot {slot} is still in use after {timeout_s:.0f}s"
-                )
-            time.sleep(0.5)

@@ -183,6 +183,12 @@ class DeltaSink:
             .save(self.path)
         )
 
+    def written_rows(self) -> int:
+        """The rows the table's newest commit wrote, from its metrics (no scan of the data)."""
+        last = DeltaTable.forPath(self.spark, self.path).history(1).first()
+        assert last is not None
+        return int((last["operationMetrics"] or {}).get("numOutputRows", 0))
+
     def evolve(self, evolution: Evolution) -> None:
         evolve(self.spark, self.path, evolution)
 

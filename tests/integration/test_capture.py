@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -123,3 +124,26 @@ def test_table_topics_are_compacted_and_metadata_topics_are_not(
         lambda: kafka_io.list_topics(bootstrap, f"{prefix}.transaction"), 60, "transaction topic"
     )
     assert kafka_io.topic_config(bootstrap, f"{prefix}.transaction")["cleanup.policy"] == "delete"
+
+
+def test_a_deleted_connector_applied_again_starts_with_a_snapshot(
+    admin_dsn: str, bootstrap: str, capture: Callable[[str], str], unique: str, tmp_path: Path
+) -> None:
+    # Connect keeps a deleted connector's offsets: without deleting them too, the same file
+    # applied again resumed from a position the dropped slot no longer has, and failed.
+    table = f"again_{unique}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE public.{table} (id bigint PRIMARY KEY, v text)")
+        conn.execute(f"INSERT INTO public.{table} VALUES (1, 'x')")
+    prefix = capture(f"public.{table}")
+    topic = f"{prefix}.public.{table}"
+    assert [event(r)[:2] for r in records(bootstrap, topic, 1)] == [("r", {"id": 1})]
+    (path,) = (tmp_path / "connectors").glob("*.json")
+    name = json.loads(path.read_text())["name"]
+    deleted = changelake("connectors", "delete", name, "--drop-slot").stdout
+    assert "with the source offsets Connect stored for it" in deleted
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO public.{table} VALUES (2, 'y')")  # while nothing captures
+    changelake("connectors", "apply", str(path))
+    again = records(bootstrap, topic, 3)
+    assert [event(r)[:2] for r in again[1:]] == [("r", {"id": 1}), ("r", {"id": 2})]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.bench import resources
 from pipelines.bench.resources import (
     CLK_TCK,
     ProcessTree,
@@ -160,3 +161,24 @@ def test_the_sampler_refuses_unknown_pids_and_misuse() -> None:
         sampler.add("tests", os.getpid())
     with pytest.raises(RuntimeError, match="before start"):
         sampler.stop()
+
+
+def test_cpu_seconds_counts_each_process_once() -> None:
+    # The root is in its own tree: counting it again doubled every Connect CPU figure. A child
+    # of its own, so the suite's other processes (Spark's JVM) are not in the tree measured.
+    spin = (
+        "import os, sys, time\n"
+        "end = time.process_time() + 0.5\n"
+        "while time.process_time() < end: pass\n"
+        "t = os.times(); print(t.user + t.system, flush=True); sys.stdin.read()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", spin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        own = float(child.stdout.readline())
+        measured = resources.cpu_seconds(child.pid)
+    finally:
+        child.communicate("")
+    assert abs(measured - own) < 0.05 + 0.1 * own

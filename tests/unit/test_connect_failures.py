@@ -1,0 +1,36 @@
+"""Connect's failures read as one sentence and the next step, never as a Java trace."""
+
+from __future__ import annotations
+
+from pipelines.capture.failures import MAX_LINE, explain
+
+FRAMES = "\n\tat io.debezium.connector.common.BaseSourceTask.start(BaseSourceTask.java:286)" * 20
+
+
+def test_a_gone_position_names_the_connector_and_how_to_start_again() -> None:
+    trace = (
+        "io.debezium.DebeziumException: The connector is trying to read change stream starting "
+        "at PostgresOffsetContext [lsn=LSN{1/BCB0A0F0}], but this is no longer available on the "
+        "server. Reconfigure the connector to use a snapshot mode when needed." + FRAMES
+    )
+    sentence, step = explain("orders-db", trace)
+    assert "orders-db" in sentence and "\n" not in sentence and "BaseSourceTask" not in sentence
+    assert "`changelake connectors delete orders-db --drop-slot`" in step
+
+
+def test_a_table_without_a_key_is_named_as_the_cause() -> None:
+    trace = (
+        "org.apache.kafka.connect.errors.ConnectException: Unrecoverable exception from producer "
+        "send callback\nCaused by: org.apache.kafka.common.errors.InvalidRecordException: "
+        "Compacted topic cannot accept message without key in topic partition shop.public.log-0."
+        + FRAMES
+    )
+    sentence, step = explain("shop-postgres", trace)
+    assert "without a primary key" in sentence and "message.key.columns" in step
+
+
+def test_an_unknown_failure_shows_its_first_line_only() -> None:
+    sentence, step = explain("x", "java.lang.IllegalStateException: " + "y" * 1000 + FRAMES)
+    assert sentence.startswith("connector x failed: java.lang.IllegalStateException: yyy")
+    assert len(sentence) <= len("connector x failed: ") + MAX_LINE
+    assert "\n" not in sentence and "Connect's log" in step
