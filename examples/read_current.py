@@ -1,11 +1,12 @@
 """A changelake table as of its newest change, read without Spark: Polars and deltalake only.
 
-    python examples/read_current.py LAKE SCHEMA TABLE    # prints the rows
+    python examples/read_current.py DIR SCHEMA TABLE    # prints the rows
+    (DIR: the lake's folder of the table's connector, `<lake>/<topic prefix>`)
     from read_current import current                     # or copy the function
 
 What `changelake query` does (merge-on-read, see the README's "Reading the lake without Spark"):
-the base table (`LAKE/SCHEMA/TABLE`) holds every change up to its compacted epoch, recorded in
-its newest changelake commit's metadata; the changelog (`LAKE/_changelog/SCHEMA/TABLE`) holds
+the base table (`DIR/SCHEMA/TABLE`) holds every change up to its compacted epoch, recorded in
+its newest changelake commit's metadata; the changelog (`DIR/_changelog/SCHEMA/TABLE`) holds
 the changes since, appended per batch. Per key the newest change wins, by (`_cdc_lsn`, Kafka
 partition, offset); it shows unless the base table holds that key at an equal or newer LSN; a
 delete removes the row (a soft-deleting table keeps it, marked); a truncate, recorded in the
@@ -89,6 +90,6 @@ def current(lake: str, schema: str, table: str) -> pl.DataFrame:
 
 if __name__ == "__main__":
     if len(sys.argv) != 4:
-        sys.exit("usage: read_current.py LAKE SCHEMA TABLE")
+        sys.exit("usage: read_current.py DIR SCHEMA TABLE  (DIR: <lake>/<topic prefix>)")
     with pl.Config(tbl_rows=50):
         print(current(*sys.argv[1:]))

@@ -28,6 +28,32 @@ def delete(spark: SparkSession, path: str) -> None:
     fs.delete(hpath, True)
 
 
+def read_text(spark: SparkSession, path: str) -> str:
+    fs, hpath = _fs(spark, path)
+    stream = fs.open(hpath)
+    try:
+        jvm = spark._jvm
+        assert jvm is not None
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
+def names(spark: SparkSession, path: str) -> list[str]:
+    """The names of the files and directories in the directory `path`."""
+    fs, hpath = _fs(spark, path)
+    return [str(status.getPath().getName()) for status in fs.listStatus(hpath)]
+
+
+def rename(spark: SparkSession, source: str, target: str) -> None:
+    """Move `source` to `target` (its parent directories created), or fail naming both."""
+    fs, hsource = _fs(spark, source)
+    _, htarget = _fs(spark, target)
+    fs.mkdirs(htarget.getParent())
+    if not fs.rename(hsource, htarget):
+        raise ConfigError(f"cannot move {source} to {target}", "check the lake's permissions")
+
+
 def write_text(spark: SparkSession, path: str, text: str) -> None:
     fs, hpath = _fs(spark, path)
     stream = fs.create(hpath, True)

@@ -28,8 +28,9 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[TupleRo
     except psycopg.OperationalError as exc:
         raise RetryableError(
             f"cannot connect to Postgres at {where(dsn)}: {exc}".strip(),
-            hint="start the stack with `changelake stack up`, or check the host, port and "
-            "password (CHANGELAKE_PG_HOST/PORT/PASSWORD)",
+            hint="start the stack with `changelake stack up`, or check the connector file's "
+            "database.* settings and the variables they name (CHANGELAKE_PG_HOST, "
+            "CHANGELAKE_PG_PORT, CHANGELAKE_DEBEZIUM_PASSWORD)",
         ) from exc
 
 

@@ -34,3 +34,11 @@ def ensure_secret(settings: Settings, name: str) -> str:
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_urlsafe(24))
     return path.read_text().strip()
+
+
+def read_secret(settings: Settings, name: str) -> str | None:
+    """The secret if the environment or the state directory has it; never generates one."""
+    if value := os.environ.get(ENV_NAMES[name]):
+        return value
+    path = _path(settings, name)
+    return path.read_text().strip() if path.exists() else None

@@ -115,6 +115,9 @@ class Settings:
     lake: str = ""
     checkpoints: str = ""
     connectors_override: Path | None = None  # CHANGELAKE_CONNECTORS_DIR
+    # The project: its connectors/ and schemas/ (lake.json, search.json). The demo shop is the
+    # checkout's own; `--project DIR` (CHANGELAKE_PROJECT) points at another.
+    project: Path | None = None
     # How long a batch keeps retrying an unreachable or overloaded OpenSearch before it fails and
     # the run restarts it (CHANGELAKE_SEARCH_RETRY_SECONDS).
     search_retry_s: float = 600.0
@@ -142,11 +145,21 @@ class Settings:
         return self.home / "secrets"
 
     @property
+    def project_dir(self) -> Path:
+        return self.project or self.root
+
+    @property
     def connectors_dir(self) -> Path:
-        return self.connectors_override or self.root / "connectors"
+        return self.connectors_override or self.project_dir / "connectors"
+
+    @property
+    def config_dir(self) -> Path:
+        """Where the project's lake.json and search.json are (either may be absent)."""
+        return self.project_dir / "schemas"
 
     @property
     def schemas_dir(self) -> Path:
+        """The SQL changelake ships (shop.sql, capture.sql, changelake.sql)."""
         return self.root / "schemas"
 
     @property
@@ -197,6 +210,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         spark_driver_memory=env.get("CHANGELAKE_SPARK_DRIVER_MEMORY") or "2g",
         lake=env.get("CHANGELAKE_LAKE") or str(home / "lake"),
         checkpoints=env.get("CHANGELAKE_CHECKPOINTS") or str(home / "checkpoints"),
+        project=(
+            Path(env["CHANGELAKE_PROJECT"]).resolve() if env.get("CHANGELAKE_PROJECT") else None
+        ),
         connectors_override=(
             Path(env["CHANGELAKE_CONNECTORS_DIR"]) if env.get("CHANGELAKE_CONNECTORS_DIR") else None
         ),

@@ -9,11 +9,13 @@ A connector's `table.include.list` names the captured tables and its `topic.pref
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines import jsonfile
 from pipelines.capture import connectors
+from pipelines.capture.source import SOURCE_KEYS, Source, source_of
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER
 from pipelines.changelog.registry import DEFAULT_TOPIC as DEFAULT_SCHEMAS_TOPIC
 from pipelines.changelog.registry import TOPIC_SETTING
@@ -38,25 +40,40 @@ class TableRef:
     # slower, and delta-rs' to_pyarrow_table refuses such tables (README, reader table).
     deletion_vectors: bool = False
     search: IndexSpec | None = None  # what of it is indexed, if anything
-    database: str | None = None  # the connector's database.dbname; None: the settings' one
+    # The connector's database.* settings as written: where its source is, and who reads it
+    # (placeholders are resolved when it is reached: source_of).
+    source: tuple[tuple[str, str], ...] = ()
     signal_table: str | None = None  # the connector's signal.data.collection
     # Where the connector's LeanJsonConverter publishes schemas (unused with JsonConverter).
     schemas_topic: str = DEFAULT_SCHEMAS_TOPIC
 
+    @property
+    def prefix(self) -> str:
+        """The connector's topic prefix (its topics are `<prefix>.<schema>.<table>`)."""
+        return self.topic.removesuffix(f".{self.schema}.{self.name}")
+
     def path(self, root: str) -> str:
+        """Its base table: under the topic prefix, which no two connectors share, so tables of
+        the same name from two databases never meet."""
+        return f"{root.rstrip('/')}/{self.prefix}/{self.schema}/{self.name}"
+
+    def legacy_path(self, root: str) -> str:
+        """Where releases before the prefix kept it (`run` moves a table found there)."""
         return f"{root.rstrip('/')}/{self.schema}/{self.name}"
 
 
 def lake_config_path(settings: Settings) -> Path:
-    return Path(os.environ.get("CHANGELAKE_LAKE_CONFIG") or settings.schemas_dir / "lake.json")
+    return Path(os.environ.get("CHANGELAKE_LAKE_CONFIG") or settings.config_dir / "lake.json")
 
 
 LAKE_OPTIONS = ("soft_delete", "deletion_vectors")  # each a list of table names
 
 
 def _lake_options(path: Path) -> dict[str, set[str]]:
-    """lake.json: for each option, the tables that take it."""
-    doc = jsonfile.read(path)
+    """lake.json: for each option, the tables that take it (none when the project has no file;
+    a file named by CHANGELAKE_LAKE_CONFIG must be there)."""
+    missing = not path.exists() and not os.environ.get("CHANGELAKE_LAKE_CONFIG")
+    doc = {} if missing else jsonfile.read(path)
     if not isinstance(doc, dict):
         raise ConfigError(f'{path}: must be an object like {{"soft_delete": ["orders"]}}')
     unknown = sorted(set(doc) - set(LAKE_OPTIONS))
@@ -94,7 +111,7 @@ def _from_connector(
                 soft_delete=name in lake["soft_delete"],
                 deletion_vectors=name in lake["deletion_vectors"],
                 search=search.get(name),
-                database=_literal(cf.config.get("database.dbname")),
+                source=tuple(sorted((k, v) for k, v in cf.config.items() if k in SOURCE_KEYS)),
                 signal_table=cf.config.get("signal.data.collection"),
                 schemas_topic=cf.config.get(TOPIC_SETTING, DEFAULT_SCHEMAS_TOPIC),
             )
@@ -102,9 +119,30 @@ def _from_connector(
     return refs
 
 
-def _literal(value: str | None) -> str | None:
-    """A config value, unless it is a Connect config-provider reference we cannot resolve."""
-    return None if not value or value.startswith("${") else value
+def _refuse_same_names(refs: list[TableRef]) -> None:
+    """A derived table is named by its table's name (its view in `query`, its key in lake.json,
+    search.json and `--tables`): two captured tables of one name would be one."""
+    first: dict[str, TableRef] = {}
+    for ref in refs:
+        other = first.setdefault(ref.name, ref)
+        if other is not ref:
+            raise ConfigError(
+                f"two captured tables are named {ref.name}: {other.topic} (connector "
+                f"{other.connector}) and {ref.topic} (connector {ref.connector})",
+                "capture one of them only, or give each connector a project of its own "
+                "(--project DIR; their lake paths never meet, being under each topic prefix)",
+            )
+
+
+def source_of_table(settings: Settings, ref: TableRef) -> Source:
+    """The source database of a captured table, reached as its connector's user."""
+    return source_of(settings, dict(ref.source))
+
+
+def slot_sources(settings: Settings, refs: Iterable[TableRef]) -> dict[str, Source]:
+    """Each replication slot the tables are read through, and its source database."""
+    ordered = sorted((r for r in refs if r.slot), key=lambda r: r.slot)
+    return {r.slot: source_of_table(settings, r) for r in ordered}
 
 
 def captured(
@@ -119,6 +157,7 @@ def captured(
         if loaded is None:
             raise ConfigError("\n".join(str(p) for p in problems))
         refs += _from_connector(loaded, lake, search)
+    _refuse_same_names(refs)
     known = {r.name for r in refs}
     for option, names in lake.items():
         unknown = sorted(names - known)

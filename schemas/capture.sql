@@ -2,11 +2,15 @@
 -- captured schemas, write access to the heartbeat table only, and a publication created here so
 -- the connector never needs table ownership (`publication.autocreate.mode=disabled`).
 --
--- Run as a superuser with psql, after shop.sql:
+-- Run as a superuser with psql, after shop.sql (`changelake connectors init` does the same for
+-- any other database):
 --   psql -v debezium_password=... -v publication=changelake_shop -f schemas/capture.sql
 -- (`changelake stack up` and the compose Postgres init script both do exactly that.)
 
 \set ON_ERROR_STOP on
+
+-- The heartbeat and signal tables.
+\ir changelake.sql
 
 SELECT format('CREATE ROLE debezium LOGIN REPLICATION PASSWORD %L', :'debezium_password')
 WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'debezium') \gexec

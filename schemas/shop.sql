@@ -55,19 +55,3 @@ CREATE TABLE IF NOT EXISTS public.order_lines (
     unit_price  numeric(10,2),
     PRIMARY KEY (order_id, line_no)
 );
-
--- changelake's own tables: the heartbeat the connector writes so its slot advances while the
--- captured tables are idle and the rest of the database is busy.
-CREATE SCHEMA IF NOT EXISTS changelake;
-CREATE TABLE IF NOT EXISTS changelake.heartbeat (
-    id  int PRIMARY KEY,
-    ts  timestamptz NOT NULL
-);
-
--- Debezium's signal table: INSERT a row ('execute-snapshot', '{"data-collections": [...]}') to
--- snapshot a table added to the connector later, while streaming goes on (incremental snapshot).
-CREATE TABLE IF NOT EXISTS changelake.debezium_signal (
-    id    varchar(42) PRIMARY KEY,
-    type  varchar(32) NOT NULL,
-    data  varchar(2048)
-);

@@ -1,4 +1,5 @@
-"""Helpers the tests share: run the real CLI, wait on a condition with a deadline."""
+"""Helpers the tests share: run the real CLI, wait on a condition with a deadline, a database
+of a test's own."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,24 @@ SLOW_ACKS = {
     "max.batch.size": "100",
     "max.queue.size": "200",
 }
+
+
+@contextlib.contextmanager
+def scratch_database(admin_dsn: str, name: str) -> Iterator[str]:
+    """A new database `name` on the stack's Postgres, its DSN; dropped afterwards with the
+    replication slots left in it."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_conninfo(admin_dsn, dbname=name)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                " WHERE database = %s AND NOT active",
+                (name,),
+            )
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

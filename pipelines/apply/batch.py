@@ -136,11 +136,6 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
     return stats
 
 
-def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
-    """The stats of one topic's records and their decoded rows."""
-    return add_change_stats(next(iter(record_stats(env).values()), BatchStats()), decoded)
-
-
 Progress = Callable[[str, dict[str, Any]], None]
 
 

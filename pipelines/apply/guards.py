@@ -7,8 +7,8 @@ happened and what to do, instead of idling or silently re-reading a topic create
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import psycopg
 from confluent_kafka import KafkaException
@@ -93,7 +93,7 @@ class Watched:
     name: str
     topic: str
     slot: str
-    database: str | None  # None: the settings' database
+    dsn: str = field(repr=False)  # its source database, as its connector's user (a password)
     applied: Mapping[str, int]  # partition → the next offset the table will read
 
 
@@ -101,11 +101,8 @@ class Watch:
     """Checks the running tables every `every_s` seconds; `due_stops` returns the tables to stop
     and why. Outages (Kafka or Postgres unreachable) decide nothing: the next check will."""
 
-    def __init__(
-        self, bootstrap: str, dsn: Callable[[str | None], str], every_s: float = 10.0
-    ) -> None:
-        """`dsn(database)` connects to a source database (None: the default one)."""
-        self.bootstrap, self.dsn, self.every_s = bootstrap, dsn, every_s
+    def __init__(self, bootstrap: str, every_s: float = 10.0) -> None:
+        self.bootstrap, self.every_s = bootstrap, every_s
         self.dropped_at: dict[str, tuple[str, float]] = {}  # table → (WAL position, time) seen
 
     def due_stops(self, running: Iterable[Watched]) -> dict[str, str]:
@@ -133,9 +130,9 @@ class Watch:
         fails on events of a table dropped before it read them: it can no longer look up the
         key)."""
         done = []
-        for database in {w.database for w in running}:
-            here = [w for w in running if w.database == database]
-            gone = missing_tables(self.dsn(database), [(w.schema, w.name) for w in here])
+        for dsn in {w.dsn for w in running}:
+            here = [w for w in running if w.dsn == dsn]
+            gone = missing_tables(dsn, [(w.schema, w.name) for w in here])
             for w in here:
                 if (w.schema, w.name) not in gone:
                     self.dropped_at.pop(w.table, None)
@@ -146,7 +143,7 @@ class Watch:
         return done
 
     def _confirmed_since_drop(self, w: Watched) -> bool:
-        with psycopg.connect(self.dsn(w.database), connect_timeout=5, autocommit=True) as conn:
+        with psycopg.connect(w.dsn, connect_timeout=5, autocommit=True) as conn:
             if w.table not in self.dropped_at:
                 self.dropped_at[w.table] = (pg.current_wal_lsn(conn), time.monotonic())
             return pg.slot_confirmed(conn, w.slot, self.dropped_at[w.table][0])

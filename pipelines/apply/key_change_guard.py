@@ -27,9 +27,7 @@ Out = Callable[[str], None]
 
 
 class KeyChangeGuard:
-    def __init__(
-        self, ref: TableRef, bootstrap: str, dsn: Callable[[str | None], str], out: Out
-    ) -> None:
+    def __init__(self, ref: TableRef, bootstrap: str, dsn: str, out: Out) -> None:
         self.ref, self.bootstrap, self.dsn, self.out = ref, bootstrap, dsn, out
 
     def check(
@@ -75,7 +73,7 @@ class KeyChangeGuard:
             [tuple(c.new_key.get(k) for k in key) for c in lost],
         )
         try:
-            signal_id = send(self.dsn(self.ref.database), self.ref.signal_table, [request])
+            signal_id = send(self.dsn, self.ref.signal_table, [request])
         except psycopg.OperationalError as exc:  # Postgres restarting: the batch is tried again
             raise RetryableError(f"could not ask Debezium to re-send {said}: {exc}") from exc
         self.out(

@@ -29,6 +29,7 @@ from pipelines.apply.compaction import Compactor
 from pipelines.apply.connector_batch import Member
 from pipelines.apply.guards import Watch, Watched, topic_hint, topic_problem
 from pipelines.apply.key_change_guard import KeyChangeGuard
+from pipelines.apply.lake_layout import move_legacy
 from pipelines.apply.run_options import RunOptions
 from pipelines.apply.run_report import (
     batch_line,
@@ -50,8 +51,7 @@ from pipelines.settings import Settings
 from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
-from pipelines.stack.postgres import Postgres
-from pipelines.tables import TableRef
+from pipelines.tables import TableRef, source_of_table
 
 Out = Callable[[str], None]
 RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault
@@ -81,8 +81,7 @@ class Pipeline:
         self.stopping = False
         self.next_discovery = self.next_summary = 0.0
         self.search_client = SearchClient(settings.opensearch_url, settings.search_retry_s, out)
-        self.dsn = Postgres(settings).admin_dsn
-        self.watch = Watch(settings.kafka_bootstrap, self.dsn)
+        self.watch = Watch(settings.kafka_bootstrap)
         self.next_watch = 0.0
         self.capture = CaptureRestarts(settings.connect_url, out)
         self.compactor = Compactor(
@@ -94,6 +93,7 @@ class Pipeline:
         """Make sure the table exists (snapshot it if not); False while its topic is empty."""
         ref, lake = job.ref, self.settings.lake
         sink = DeltaSink.of(self.spark, ref, lake)
+        move_legacy(self.spark, ref, lake, self.out)
         if ref.name in self.options.resnapshot:
             self.out(f"{ref.name}: dropping the derived table and its changelog to re-snapshot")
             lakefs.delete(self.spark, ref.path(lake))
@@ -165,7 +165,12 @@ class Pipeline:
             self.settings.kafka_bootstrap,
             self._schemas(ref),
             self._search(job),
-            KeyChangeGuard(ref, self.settings.kafka_bootstrap, self.dsn, self.out),
+            KeyChangeGuard(
+                ref,
+                self.settings.kafka_bootstrap,
+                source_of_table(self.settings, ref).dsn(),
+                self.out,
+            ),
             None if self.options.once else self.compactor,  # --once compacts as it ends
         )
         return Member(job.applier)
@@ -269,8 +274,8 @@ class Pipeline:
         job.state = state
         self._write_state()
 
-    def _write_state(self) -> None:
-        write_state(self.settings.run_dir / "pipeline.json", self.started_at, self.jobs)
+    def _write_state(self, ended: bool = False) -> None:
+        write_state(self.settings.run_dir / "pipeline.json", self.started_at, self.jobs, ended)
 
     def _tick(self, job: TableJob) -> None:
         """Advance one table to ready (snapshotted if it had no table): at start, when its
@@ -339,6 +344,7 @@ class Pipeline:
                 self._compact_all()
         finally:  # an error leaves no query running in a session the caller may keep
             self._stop_all()
+            self._write_state(ended=True)
         return self._report()
 
     def _compact_all(self) -> None:
@@ -382,7 +388,7 @@ class Pipeline:
                 j.ref.name,
                 j.ref.topic,
                 j.ref.slot,
-                j.ref.database,
+                source_of_table(self.settings, j.ref).dsn(),
                 dict(j.offsets),
             )
             for name, j in self.jobs.items()

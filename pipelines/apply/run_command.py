@@ -12,10 +12,10 @@ from pipelines import kafka_io, lakefs
 from pipelines.apply.run import Discover, Out, Pipeline
 from pipelines.apply.run_options import RunOptions
 from pipelines.capture.capture_restarts import CaptureRestarts
-from pipelines.capture.topics import wait_caught_up
+from pipelines.capture.caught_up import wait_caught_up
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
-from pipelines.tables import TableRef
+from pipelines.tables import TableRef, slot_sources
 
 
 @contextmanager
@@ -50,9 +50,8 @@ def run(
         SearchClient(settings.opensearch_url, retry_for_s=0).request("GET", "/")
     if options.once:  # "everything available" = every change committed before this command
         CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
-        for slot in sorted({r.slot for r in refs}):
-            out(f"waiting until Debezium has read everything committed so far (slot {slot})")
-            wait_caught_up(settings, slot)
+        for slot, source in slot_sources(settings, refs).items():
+            wait_caught_up(source, slot, say=out)
     with owned_session(settings) as spark:
         lakefs.ensure_writable(spark, settings.lake, "lake")
         lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")

@@ -82,9 +82,13 @@ def report_line(job: TableJob) -> str:
     )
 
 
-def write_state(path: Path, started: str, jobs: Mapping[str, TableJob]) -> None:
+def write_state(
+    path: Path, started: str, jobs: Mapping[str, TableJob], ended: bool = False
+) -> None:
+    """The run's state for `status`; `ended`: the run is over (no pid: a process that ran it
+    in-process and lives on is not a running pipeline)."""
     doc = {
-        "pid": os.getpid(),
+        "pid": None if ended else os.getpid(),
         "started": started,
         "tables": {n: {"state": j.state, "error": j.error} for n, j in jobs.items()},
     }

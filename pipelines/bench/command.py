@@ -89,11 +89,11 @@ class Bench:
     def _search_config(self) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / "search.json"
-        path.write_text((self.settings.schemas_dir / "search.json").read_text())
+        path.write_text((self.settings.config_dir / "search.json").read_text())
         return path
 
     def table(self, name: str) -> Path:
-        return self.lake / "public" / name
+        return self.lake / source.PREFIX / "public" / name
 
     # --- phases ---------------------------------------------------------------------------------
     def run(self) -> Path:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipelines.capture import source_checks
 from pipelines.capture.capture_restarts import failed_tasks, restart_failed
 from pipelines.capture.connect_api import ConnectApi, ConnectApiError, quote
 from pipelines.capture.failures import explain
@@ -149,24 +150,29 @@ def _unknown_class(api: ConnectApi, klass: str, exc: ConnectApiError) -> str:
     return f"no installed connector is called {klass!r}; installed: {', '.join(installed)}"
 
 
-def check(api: ConnectApi, files: list[Path]) -> list[ConnectorFile]:
-    """Every file, locally and then by Connect; raise listing every problem if any."""
+def check(settings: Settings, api: ConnectApi, files: list[Path]) -> list[ConnectorFile]:
+    """Every file locally, then by Connect and in its source database; raise listing every
+    problem if any."""
     loaded, problems = [], []
     for path in files:
         cf, found = load(path)
         problems += found
         if cf is not None:
             loaded.append(cf)
-    seen: dict[str, Path] = {}
-    for cf in loaded:
-        if cf.name in seen:
-            problems.append(
-                Problem(cf.path, "name", f"{cf.name!r} is also defined in {seen[cf.name]}")
-            )
-        seen[cf.name] = cf.path
+    problems += _clashes(loaded)
     if not problems:
+        registered = source_checks.registered_configs(api.get("/connectors?expand=info"))
+        problems += _clashes_with_registered(loaded, registered)
         for cf in loaded:
-            problems += validate_with_connect(api, cf)
+            # The source is checked once Connect accepts the file: Connect's validation already
+            # tries the login, and one fault should read as one line.
+            refused = validate_with_connect(api, cf) or [
+                Problem(cf.path, field, message)
+                for field, message in source_checks.problems(
+                    settings, cf.name, cf.config, registered
+                )
+            ]
+            problems += refused
     if problems:
         listing = "\n".join(f"  {p}" for p in problems)
         raise ConfigError(
@@ -176,11 +182,49 @@ def check(api: ConnectApi, files: list[Path]) -> list[ConnectorFile]:
     return loaded
 
 
+# Settings no two connectors may share: names, slots (one reader each), topic prefixes (their
+# tables' topics, lake paths and checkpoints would mix).
+_UNIQUE = ("slot.name", "topic.prefix")
+
+
+def _clashes(loaded: list[ConnectorFile]) -> list[Problem]:
+    problems, seen = [], dict[tuple[str, str], ConnectorFile]()
+    for cf in loaded:
+        for field, value in [("name", cf.name)] + [
+            (f"config.{key}", cf.config[key]) for key in _UNIQUE if key in cf.config
+        ]:
+            other = seen.setdefault((field, value), cf)
+            # A slot's name is unique per server only.
+            same = field != "config.slot.name" or source_checks.same_server(other.config, cf.config)
+            if other is not cf and same:
+                problems.append(Problem(cf.path, field, f"{value!r} is also used by {other.path}"))
+    return problems
+
+
+def _clashes_with_registered(
+    loaded: list[ConnectorFile], registered: dict[str, dict[str, str]]
+) -> list[Problem]:
+    """A topic prefix another registered connector writes (a shared slot is the source
+    checks': whether two connectors share one depends on their server)."""
+    return [
+        Problem(
+            cf.path,
+            "config.topic.prefix",
+            f"{cf.config['topic.prefix']!r} is the topic prefix of connector {other}",
+        )
+        for cf in loaded
+        for other, config in sorted(registered.items())
+        if other != cf.name
+        and cf.config.get("topic.prefix")
+        and config.get("topic.prefix") == cf.config["topic.prefix"]
+    ]
+
+
 def apply(
     settings: Settings, files: list[Path], *, timeout_s: float = 120.0, progress: Progress = print
 ) -> None:
     api = ConnectApi(settings.connect_url)
-    connectors = check(api, files)
+    connectors = check(settings, api, files)
     restarted: dict[str, str] = {}  # connector → the failure its restart should clear
     for cf in connectors:
         before = api.connector_config(cf.name)
@@ -325,32 +369,3 @@ def failure_text(status: dict[str, Any]) -> str:
     failed = [connector.get("trace", "")] if connector["state"] == "FAILED" else []
     failed += [t.get("trace", "") for t in status.get("tasks", []) if t["state"] == "FAILED"]
     return "\n".join(failed)
-
-
-def status(settings: Settings) -> dict[str, Any]:
-    api = ConnectApi(settings.connect_url)
-    expanded: dict[str, Any] = api.get("/connectors?expand=status&expand=info")
-    report = {}
-    for name, item in sorted(expanded.items()):
-        st = item["status"]
-        report[name] = {
-            "state": st["connector"]["state"],
-            "tasks": [
-                {"id": t["id"], "state": t["state"], "trace": t.get("trace")} for t in st["tasks"]
-            ],
-            "class": item["info"]["config"].get("connector.class"),
-            "topic.prefix": item["info"]["config"].get("topic.prefix"),
-            "slot.name": item["info"]["config"].get("slot.name"),
-        }
-    return report
-
-
-def print_status(report: dict[str, Any]) -> None:
-    if not report:
-        print("no connectors registered (changelake connectors apply)")
-    for name, item in report.items():
-        tasks = ", ".join(f"{t['id']}:{t['state']}" for t in item["tasks"]) or "no tasks"
-        print(f"  {name:<20} {item['state']:<10} tasks {tasks}  slot {item['slot.name']}")
-        for task in item["tasks"]:
-            if task["trace"]:
-                print("    " + task["trace"].splitlines()[0])

@@ -45,7 +45,7 @@ KNOWN = (
     Known(
         r"publication \S+ does not exist",
         "the publication {name} reads from does not exist in its database",
-        "create it (as in schemas/capture.sql) or fix publication.name, then "
+        "create it (`changelake connectors init` does) or fix publication.name, then "
         "`changelake connectors apply`",
     ),
 )

@@ -8,6 +8,7 @@ import time
 from pipelines import pg
 from pipelines.capture.connect_api import ConnectApi, quote
 from pipelines.capture.connectors import Progress, connector_state
+from pipelines.capture.source import Source, source_of
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.settings import Settings
 
@@ -24,6 +25,9 @@ def delete(
     config = api.connector_config(name)
     if config is None:
         raise ConfigError(f"no connector named {name!r}", "see `changelake connectors status`")
+    # Where its slot is, before anything is deleted: a config that cannot be resolved must not
+    # leave a slot behind with no connector left to name it.
+    source = source_of(settings, config) if drop_slot and config.get("slot.name") else None
     forget_offsets(api, name, timeout_s)
     api.delete(f"/connectors/{quote(name)}")
     progress(f"  {name:<20} deleted, with the source offsets Connect stored for it")
@@ -31,7 +35,8 @@ def delete(
     if not slot:
         return
     if drop_slot:
-        drop_replication_slot(settings, slot)
+        assert source is not None
+        drop_replication_slot(source, slot)
         progress(f"  {name:<20} replication slot {slot} dropped")
     else:
         progress(
@@ -58,12 +63,11 @@ def forget_offsets(api: ConnectApi, name: str, timeout_s: float) -> None:
     api.delete(f"/connectors/{quote(name)}/offsets")
 
 
-def drop_replication_slot(settings: Settings, slot: str, timeout_s: float = 30.0) -> None:
-    """Drop `slot` once the stopped connector has let go of it."""
-    from pipelines.stack.postgres import Postgres
-
+def drop_replication_slot(source: Source, slot: str, timeout_s: float = 30.0) -> None:
+    """Drop `slot` once the stopped connector has let go of it (as the connector's user: a
+    REPLICATION role may drop slots)."""
     deadline = time.monotonic() + timeout_s
-    with pg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
+    with pg.connect(source.dsn(), autocommit=True) as conn:
         while True:
             row = conn.execute(
                 "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)

@@ -21,7 +21,7 @@ from pipelines.exceptions import ChangelakeError
 from pipelines.read.verify.ranges import Key, KeyColumn, ordered_key
 from pipelines.tables import TableRef
 
-SIGNAL_DATA_MAX = 2048  # the signal table's data column: varchar(2048) (schemas/capture.sql)
+SIGNAL_DATA_MAX = 2048  # the signal table's data column: varchar(2048) (schemas/changelake.sql)
 MOST_SPANS = 64  # key runs per table: a few scattered keys each re-send just themselves
 
 

@@ -3,39 +3,25 @@
 from __future__ import annotations
 
 import json
-import time
 
-from pipelines import kafka_io, pg
+from pipelines import kafka_io
 from pipelines.capture import connectors
+from pipelines.capture.caught_up import wait_caught_up
+from pipelines.capture.source import Source, source_of
 from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 
 OPS = {"c": "insert", "u": "update", "d": "delete", "r": "snapshot", "t": "truncate"}
 
 
-def wait_caught_up(settings: Settings, slot: str, timeout_s: float = 120.0) -> None:
-    """Wait until the connector has confirmed every WAL position written before this call."""
-    from pipelines.stack.postgres import Postgres
-
-    with pg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
-        target = pg.current_wal_lsn(conn)
-        deadline = time.monotonic() + timeout_s
-        while not pg.slot_confirmed(conn, slot, target):
-            if time.monotonic() > deadline:
-                raise ChangelakeError(
-                    f"replication slot {slot} has not confirmed {target} after {timeout_s:.0f}s",
-                    "see `changelake connectors status` and logs/connect.log",
-                )
-            time.sleep(0.5)
-
-
-def _slots(settings: Settings) -> list[str]:
-    """The replication slots the connector files name (connectors/*.json is their one home)."""
-    slots = []
+def _slots(settings: Settings) -> dict[str, Source]:
+    """The replication slots the connector files name (connectors/*.json is their one home),
+    each with its source database."""
+    slots = {}
     for path in connectors.default_files(settings):
         loaded, _ = connectors.load(path)
         if loaded is not None and "slot.name" in loaded.config:
-            slots.append(loaded.config["slot.name"])
+            slots[loaded.config["slot.name"]] = source_of(settings, loaded.config)
     return slots
 
 
@@ -58,8 +44,8 @@ def describe(record: kafka_io.Record, width: int = 150) -> str:
 
 def show(settings: Settings, *, prefix: str, sample: int, wait: bool) -> None:
     if wait:
-        for slot in _slots(settings):
-            wait_caught_up(settings, slot)
+        for slot, source in _slots(settings).items():
+            wait_caught_up(source, slot)
     topics = kafka_io.list_topics(settings.kafka_bootstrap, prefix)
     if not topics:
         raise ChangelakeError(

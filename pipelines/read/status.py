@@ -22,15 +22,15 @@ import psycopg
 from confluent_kafka import KafkaException
 
 from pipelines import kafka_io, tables
-from pipelines.exceptions import ChangelakeError
-from pipelines.read.query import errors_path, grid
+from pipelines.exceptions import ChangelakeError, ConfigError
+from pipelines.read.formats import grid
+from pipelines.read.query import errors_path
 from pipelines.read.table import TableRead, read_table
 from pipelines.search.client import SearchClient
 from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
 from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists
 from pipelines.sinks.search import SearchSink
-from pipelines.stack.postgres import Postgres
-from pipelines.tables import TableRef
+from pipelines.tables import TableRef, source_of_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,10 +68,27 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
         }
         for ref in refs
     }
-    slots = _slots(settings, sorted({r.slot for r in refs if r.slot}), problems)
+    slots = _slots(settings, refs, problems)
     owners = {r.slot: r.connector for r in refs if r.slot}
     problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
     return {"pipeline": pipeline, "tables": report_tables, "slots": slots, "problems": problems}
+
+
+# Exit codes of `status` (README, "The command line").
+HEALTHY, UNHEALTHY, NOT_RUNNING_CODE = 0, 2, 3
+
+
+def exit_code(report: dict[str, Any]) -> int:
+    """UNHEALTHY when something needs a person: a table stopped or failed, or a problem (a
+    service unreachable, a slot holding too much WAL); else HEALTHY while the pipeline runs and
+    NOT_RUNNING_CODE when none does."""
+    tables = report["tables"].values()
+    if report["problems"] or any(t.get("error") or t["state"] in _BAD for t in tables):
+        return UNHEALTHY
+    return HEALTHY if report["pipeline"]["running"] else NOT_RUNNING_CODE
+
+
+_BAD = ("stopped", "failed")
 
 
 # --- The running pipeline ----------------------------------------------------------------------
@@ -213,17 +230,26 @@ def _lag(marks: Marks | None, topic: str, meta: CommitMeta | None) -> int | None
 # --- Postgres ----------------------------------------------------------------------------------
 
 
-def _slots(settings: Settings, names: list[str], problems: list[str]) -> dict[str, Any]:
-    """Per replication slot: WAL bytes not yet confirmed by Debezium, and whether it is read."""
-    if not names:
-        return {}
-    try:
-        with psycopg.connect(Postgres(settings).admin_dsn("postgres"), connect_timeout=3) as conn:
-            return {n: _slot(conn, n) for n in names}
-    except psycopg.Error as exc:
-        where = f"{settings.postgres_host}:{settings.postgres_port}"
-        problems.append(f"postgres: cannot read replication slots at {where}: {_first_line(exc)}")
-        return {n: {"exists": None, "slot_lag_bytes": None, "active": None} for n in names}
+def _slots(settings: Settings, refs: list[TableRef], problems: list[str]) -> dict[str, Any]:
+    """Per replication slot: WAL bytes not yet confirmed by Debezium, and whether it is read;
+    read from each slot's source database as its connector's user."""
+    found = {}
+    for ref in sorted({r.slot: r for r in refs if r.slot}.values(), key=lambda r: r.slot):
+        name = ref.slot
+        try:
+            source = source_of_table(settings, ref)
+            with psycopg.connect(source.dsn(), connect_timeout=3) as conn:
+                found[name] = _slot(conn, name)
+        except ConfigError as exc:  # e.g. a password variable not set here
+            problems.append(f"postgres: cannot read replication slot {name}: {exc.message}")
+            found[name] = {"exists": None, "slot_lag_bytes": None, "active": None}
+        except psycopg.Error as exc:
+            problems.append(
+                f"postgres: cannot read replication slot {name} at {source.where()}: "
+                f"{_first_line(exc)}"
+            )
+            found[name] = {"exists": None, "slot_lag_bytes": None, "active": None}
+    return found
 
 
 def _slot(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:

@@ -118,11 +118,15 @@ def _field_mapping(kind: str, data_type: T.DataType) -> dict[str, Any]:
 
 
 def config_path(settings: Settings) -> Path:
-    return Path(os.environ.get("CHANGELAKE_SEARCH_CONFIG") or settings.schemas_dir / "search.json")
+    return Path(os.environ.get("CHANGELAKE_SEARCH_CONFIG") or settings.config_dir / "search.json")
 
 
 def load_specs(path: Path) -> dict[str, IndexSpec]:
-    """The file's indexes by table name. Shape and kinds only; columns are checked later."""
+    """The file's indexes by table name. Shape and kinds only; columns are checked later. A
+    project without the file indexes nothing; a file named by CHANGELAKE_SEARCH_CONFIG must be
+    there."""
+    if not path.exists() and not os.environ.get("CHANGELAKE_SEARCH_CONFIG"):
+        return {}
     doc = jsonfile.read(path)
     if not isinstance(doc, dict) or set(doc) - {"indexes"}:
         extra = sorted(set(doc) - {"indexes"}) if isinstance(doc, dict) else []

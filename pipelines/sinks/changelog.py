@@ -20,18 +20,14 @@ from pipelines.changelog.decode import OFFSET, PARTITION
 from pipelines.sinks.delta import META_COLUMNS, CommitMeta, data_schema, delta_exists, q
 
 EPOCH = "_cdc_epoch"
-CHANGELOGS = "_changelog"  # beside the base tables: <lake>/_changelog/<schema>/<table>
+CHANGELOGS = "_changelog"  # beside the base tables: <lake>/<prefix>/_changelog/<schema>/<table>
 KEEP_DROPPED_HOURS = 1  # a dropped epoch's files stay on disk this long (then VACUUM)
 
 
-def changelog_path(lake: str, schema: str, table: str) -> str:
-    return f"{lake.rstrip('/')}/{CHANGELOGS}/{schema}/{table}"
-
-
 def changelog_of(base_path: str) -> str:
-    """The changelog of the base table at `<lake>/<schema>/<table>`."""
-    lake, schema, table = base_path.rstrip("/").rsplit("/", 2)
-    return changelog_path(lake, schema, table)
+    """The changelog of the base table at `<dir>/<schema>/<table>`: `<dir>/_changelog/…`."""
+    root, schema, table = base_path.rstrip("/").rsplit("/", 2)
+    return f"{root}/{CHANGELOGS}/{schema}/{table}"
 
 
 class ChangelogSink:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,6 +33,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines import lakefs
 from pipelines.changelog.decode import LSN, OP, SOURCE_TS
 from pipelines.changelog.evolution import Evolution
 from pipelines.changelog.plan import Truncate
@@ -64,6 +66,7 @@ _TXN_APP, _TXN_VERSION = (
     "spark.databricks.delta.write.txnVersion",
 )
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+_COMMIT_FILE = re.compile(r"\d{20}\.json")  # a commit in _delta_log (not a checkpoint or checksum)
 
 
 def furthest(offsets: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:
@@ -184,10 +187,15 @@ class DeltaSink:
         )
 
     def written_rows(self) -> int:
-        """The rows the table's newest commit wrote, from its metrics (no scan of the data)."""
-        last = DeltaTable.forPath(self.spark, self.path).history(1).first()
-        assert last is not None
-        return int((last["operationMetrics"] or {}).get("numOutputRows", 0))
+        """The rows the table's newest commit wrote, from the metrics in its commit file: no
+        scan of the data, and none of the jobs reading the history would start."""
+        log = f"{self.path.rstrip('/')}/_delta_log"
+        newest = max(n for n in lakefs.names(self.spark, log) if _COMMIT_FILE.fullmatch(n))
+        for line in lakefs.read_text(self.spark, f"{log}/{newest}").splitlines():
+            info = json.loads(line).get("commitInfo")
+            if info is not None:
+                return int(info.get("operationMetrics", {}).get("numOutputRows", 0))
+        return 0
 
     def evolve(self, evolution: Evolution) -> None:
         evolve(self.spark, self.path, evolution)

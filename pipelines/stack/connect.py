@@ -8,7 +8,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pipelines.secrets import ensure_secret
+from pipelines.capture.source import stack_environment
 from pipelines.stack.service import JavaService
 
 PLUGINS_FOLDER = "plugins"
@@ -77,14 +77,7 @@ class Connect(JavaService):
         self.own_dir()
 
     def environment(self) -> dict[str, str]:
-        # What connectors/*.json reads through the env provider (the compose file sets the same).
-        return {
-            "CHANGELAKE_PG_HOST": self.settings.postgres_host,
-            "CHANGELAKE_PG_PORT": str(self.settings.postgres_port),
-            # LeanJsonConverter publishes schemas to Kafka itself (its config gets no worker's).
-            "CHANGELAKE_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
-            "CHANGELAKE_DEBEZIUM_PASSWORD": ensure_secret(self.settings, "debezium_password"),
-        }
+        return stack_environment(self.settings, generate=True)
 
     def command(self) -> list[str]:
         return self.java_command(self.settings.connect_heap, str(self.config))

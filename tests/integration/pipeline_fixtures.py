@@ -19,7 +19,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from examples.read_current import current
-from pipelines.capture.topics import wait_caught_up
+from pipelines.capture.caught_up import wait_caught_up
+from pipelines.capture.source import source_of
 from pipelines.settings import Settings
 from pipelines.spark import session
 from tests.compare import assert_read_outside_spark, assert_same, text_columns
@@ -63,14 +64,16 @@ class Pipeline:
         return f"{self.prefix}.public.{table}".lower()
 
     def path(self, table: str) -> str:
-        return f"{self.home / 'lake'}/public/{table}"
+        return f"{self.home / 'lake'}/{self.prefix}/public/{table}"
 
     def sql(self, statement: str, params: Any = None) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(statement, params)
 
     def caught_up(self) -> None:
-        wait_caught_up(self.settings, self.prefix, timeout_s=90)
+        configs = [json.loads(f.read_text())["config"] for f in self.home.glob("connectors/*")]
+        (config,) = (c for c in configs if c["slot.name"] == self.prefix)
+        wait_caught_up(source_of(self.settings, config), self.prefix, timeout_s=90)
 
     def run_once(
         self, *args: str, check: bool = True, env_extra: dict[str, str] | None = None
@@ -115,7 +118,7 @@ class Pipeline:
     def assert_equal_outside_spark(self, table: str, key: list[str], soft: bool = False) -> None:
         """What examples/read_current.py (Polars and deltalake, base ⊕ changelog) reads
         equals the source."""
-        frame = current(str(self.home / "lake"), "public", table)
+        frame = current(str(self.home / "lake" / self.prefix), "public", table)
         if soft:
             frame = frame.filter(~pl.col("_cdc_deleted"))
         rows = {"read_current.py": frame.to_dicts()}

@@ -121,12 +121,17 @@ def test_a_lake_that_cannot_be_written_is_named_and_left_untouched(
 def test_a_wrong_password_is_named_and_nothing_is_written(admin_dsn: str) -> None:
     with psycopg.connect(admin_dsn) as conn:
         before = conn.execute("SELECT count(*) FROM public.customers").fetchone()
-    env = {**os.environ, "CHANGELAKE_PG_PASSWORD": "not-the-password"}
-    for command in (["demo", "seed", "--rows", "10"], ["verify"], ["demo", "load"]):
+    # The demo writes as the stack's admin; verify reads the source as the connector's user.
+    for command, variable, user in (
+        (["demo", "seed", "--rows", "10"], "CHANGELAKE_PG_PASSWORD", "changelake"),
+        (["verify"], "CHANGELAKE_DEBEZIUM_PASSWORD", "debezium"),
+        (["demo", "load"], "CHANGELAKE_PG_PASSWORD", "changelake"),
+    ):
+        env = {**os.environ, variable: "not-the-password"}
         result = changelake(*command, check=False, env=env)
         assert result.returncode == 1, command
         assert "cannot connect to Postgres at 127.0.0.1:" in result.stderr, result.stderr
-        assert 'password authentication failed for user "changelake"' in result.stderr
+        assert f'password authentication failed for user "{user}"' in result.stderr
         assert "not-the-password" not in result.stderr + result.stdout
     with psycopg.connect(admin_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM public.customers").fetchone() == before

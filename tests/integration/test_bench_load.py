@@ -8,13 +8,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from pipelines.bench import stages
 from pipelines.bench.pgbench_load import SCRIPTS, run_pgbench
 from pipelines.demo.ops import OPERATIONS
 from pipelines.demo.seed import seed
 from pipelines.settings import Settings
+from tests.support import scratch_database
 
 SHOP = Path(__file__).resolve().parents[2] / "schemas" / "shop.sql"
 
@@ -22,24 +22,12 @@ SHOP = Path(__file__).resolve().parents[2] / "schemas" / "shop.sql"
 @pytest.fixture
 def shop_copy(admin_dsn: str, unique: str) -> Iterator[str]:
     """A database of the test's own with the shop's tables, seeded; dropped afterwards."""
-    name = f"load_{unique}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = make_conninfo(admin_dsn, dbname=name)
-    try:
+    with scratch_database(admin_dsn, f"load_{unique}") as dsn:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(SHOP.read_text())
             conn.execute("CREATE PUBLICATION load_check FOR TABLES IN SCHEMA public")
         seed(dsn, 300, progress=lambda _: None)
         yield dsn
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-                " WHERE database = %s",
-                (name,),
-            )
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_pgbench_runs_the_shop_mix_and_counts_what_decoding_sees(

@@ -99,13 +99,18 @@ def test_snapshot_then_every_kind_of_change_arrives_in_order(
     assert lsns == sorted(lsns), "changes must arrive in LSN order"
 
 
-def test_table_topics_are_compacted_and_metadata_topics_are_not(
-    admin_dsn: str, bootstrap: str, capture: Callable[[str], str], unique: str, tmp_path: Path
-) -> None:
-    table = f"cfg_{unique}"
+def one_row_table(admin_dsn: str, table: str) -> str:
+    """public.`table` (id, v) holding the row (1, 'x')."""
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE public.{table} (id bigint PRIMARY KEY, v text)")
         conn.execute(f"INSERT INTO public.{table} VALUES (1, 'x')")
+    return table
+
+
+def test_table_topics_are_compacted_and_metadata_topics_are_not(
+    admin_dsn: str, bootstrap: str, capture: Callable[[str], str], unique: str, tmp_path: Path
+) -> None:
+    table = one_row_table(admin_dsn, f"cfg_{unique}")
     prefix = capture(f"public.{table}")
     records(bootstrap, f"{prefix}.public.{table}", 1)
     topic = f"{prefix}.public.{table}"
@@ -131,10 +136,7 @@ def test_a_deleted_connector_applied_again_starts_with_a_snapshot(
 ) -> None:
     # Connect keeps a deleted connector's offsets: without deleting them too, the same file
     # applied again resumed from a position the dropped slot no longer has, and failed.
-    table = f"again_{unique}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE public.{table} (id bigint PRIMARY KEY, v text)")
-        conn.execute(f"INSERT INTO public.{table} VALUES (1, 'x')")
+    table = one_row_table(admin_dsn, f"again_{unique}")
     prefix = capture(f"public.{table}")
     topic = f"{prefix}.public.{table}"
     assert [event(r)[:2] for r in records(bootstrap, topic, 1)] == [("r", {"id": 1})]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from pipelines import kafka_io
@@ -126,3 +127,52 @@ def test_shop_connector_applies_idempotently(settings: Settings, stack: Any) -> 
     status = json.loads(changelake("connectors", "status", "--json").stdout)
     assert status["shop-postgres"]["state"] == "RUNNING"
     assert [t["state"] for t in status["shop-postgres"]["tasks"]] == ["RUNNING"]
+
+
+def test_what_the_source_database_refuses_is_named_before_anything_is_registered(
+    settings: Settings, stack: Any, admin_dsn: str, tmp_path: Path, unique: str
+) -> None:
+    outside, unreadable, keyless = f"outside_{unique}", f"secret_{unique}", f"keyless_{unique}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        # The shop's publication covers the schemas public and changelake only.
+        conn.execute(f"CREATE SCHEMA {outside}")
+        conn.execute(f"CREATE TABLE {outside}.t (id int PRIMARY KEY)")
+        conn.execute(f"GRANT USAGE ON SCHEMA {outside} TO debezium")
+        conn.execute(f"GRANT SELECT ON {outside}.t TO debezium")
+        conn.execute(f"CREATE TABLE public.{unreadable} (id int PRIMARY KEY)")
+        conn.execute(f"REVOKE SELECT ON public.{unreadable} FROM debezium")
+        conn.execute(f"CREATE TABLE public.{keyless} (at timestamptz, what text)")
+    tables = f"public.nope_{unique},{outside}.t,public.{unreadable},public.{keyless}"
+    doc = shop_config(
+        settings,
+        f"refused-{unique}",
+        **{
+            "table.include.list": tables,
+            "slot.name": "changelake_shop",  # the shop connector's
+            "heartbeat.action.query": "INSERT INTO changelake.beat_gone (id) VALUES (1)",
+        },
+    )
+    bad = write(tmp_path, "refused", doc)
+    lines = [line for line in apply_fails(bad).splitlines() if line.startswith(f"  {bad}: ")]
+    db = f"{settings.postgres_host}:{settings.postgres_port}/shop"
+    assert sorted(line.removeprefix(f"  {bad}: ") for line in lines) == sorted(
+        [
+            "config.slot.name: slot changelake_shop is the slot of connector shop-postgres",
+            f"config.table.include.list: public.nope_{unique}: no such table in {db}",
+            f"config.table.include.list: {outside}.t: not in publication changelake_shop, so "
+            "none of its changes would be captured (ALTER PUBLICATION changelake_shop ADD "
+            f"TABLE {outside}.t)",
+            f"config.table.include.list: public.{unreadable}: debezium cannot read it, so its "
+            "snapshot would fail (GRANT USAGE ON SCHEMA public TO debezium; GRANT SELECT ON "
+            f"public.{unreadable} TO debezium)",
+            f"config.table.include.list: public.{keyless}: has no primary key: its changes "
+            "would reach Kafka without a key, which a compacted topic refuses, and the "
+            "connector would fail for every table; add a primary key, or name key columns "
+            f'("message.key.columns": "public.{keyless}:<col>,…")',
+            "config.heartbeat.action.query: changelake.beat_gone: no such table in " + db,
+        ]
+    )
+    assert doc["name"] not in registered(settings)
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {outside} CASCADE")
+        conn.execute(f"DROP TABLE public.{unreadable}, public.{keyless}")

@@ -66,7 +66,9 @@ def test_soft_deletes_then_query_and_status(pipeline: Callable[..., Pipeline], u
     write = p.cli("query", f"DELETE FROM {t}", check=False)
     assert write.returncode != 0 and "read-only" in write.stderr
 
-    report = json.loads(p.cli("status", "--json").stdout)
+    shown = p.cli("status", "--json", check=False)
+    assert shown.returncode == 3, shown.stdout  # nothing wrong, and no pipeline running
+    report = json.loads(shown.stdout)
     row = report["tables"][t]
     assert row["rows"] == 10 and row["soft_deleted"] == 2
     assert row["lag_records"] == 0 and row["errors"] == 0

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from decimal import Decimal
 from functools import reduce
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -155,4 +156,4 @@ def test_a_snapshot_stops_at_records_whose_schema_is_unknown(
     assert (
         f"snapshot of {t}: 1 records cannot be read: unknown schema fingerprint {'f' * 32}" in said
     )
-    assert not (p.home / "lake" / "public" / t).exists()
+    assert not Path(p.path(t)).exists()

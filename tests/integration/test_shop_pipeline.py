@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from pipelines.demo.load import run_load
 from pipelines.demo.seed import seed
 from pipelines.settings import Settings
-from pipelines.sinks.changelog import changelog_path
+from pipelines.sinks.changelog import changelog_of
 from tests.compare import assert_read_outside_spark, assert_same, text_columns
 from tests.support import changelake, changelake_here
 
@@ -30,7 +30,7 @@ KEYS = {
 def _assert_shop_equal(spark: SparkSession, dsn: str, lake: Path) -> None:
     for table, key in KEYS.items():
         json_columns = {"profile"} if table == "customers" else set()
-        assert_same(spark, dsn, f"public.{table}", f"{lake}/public/{table}", key, json_columns)
+        assert_same(spark, dsn, f"public.{table}", f"{lake}/shop/public/{table}", key, json_columns)
 
 
 def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
@@ -38,7 +38,7 @@ def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
     see it row by row equal to the source: Polars and delta-rs (no deletion vectors unless
     lake.json asks, so delta-rs' to_pyarrow_table reads them). Both read the changelogs."""
     for table, key in KEYS.items():
-        path = f"{lake}/public/{table}"
+        path = f"{lake}/shop/public/{table}"
         frame = pl.read_delta(path)
         readers = {
             "polars": frame.to_dicts(),
@@ -48,7 +48,7 @@ def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
         assert_read_outside_spark(
             dsn, f"public.{table}", key, readers, text_columns(frame), json_columns
         )
-        changelog = Path(changelog_path(str(lake), "public", table))
+        changelog = Path(changelog_of(path))
         if changelog.exists():
             assert "_cdc_lsn" in DeltaTable(str(changelog)).to_pyarrow_table().column_names
             assert "_cdc_lsn" in pl.read_delta(str(changelog)).columns

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from pipelines.apply.batch import batch_stats
-from pipelines.changelog.batch import decode_batch
+from pipelines.apply.batch import BatchStats, add_change_stats, record_stats
+from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER, Version, envelopes
 from pipelines.changelog.registry import SCHEMA_HEADER
 from pipelines.kafka_io import RawRecord
@@ -106,6 +106,11 @@ def test_a_schema_version_is_fetched_once_per_stream(spark: SparkSession) -> Non
         decoded = decode_batch(envelopes(raw), "t", DEFAULT_PLACEHOLDER, fetch, Schemas(), known)
         assert decoded.key == ("id",) and decoded.columns.names == ["id", "name"]
     assert fetched == [0] and len(known) == 1
+
+
+def batch_stats(env: DataFrame, decoded: Decoded) -> BatchStats:
+    """One topic's stats, as the apply counts them: the records', then the decoded rows'."""
+    return add_change_stats(record_stats(env)["t"], decoded)
 
 
 def test_the_batch_stats_count_records_changes_and_bad_records(spark: SparkSession) -> None:

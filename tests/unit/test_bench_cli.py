@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pipelines.bench.command import BenchOptions
-from pipelines.cli import bench_options, build_parser
+from pipelines.cli import build_parser
+from pipelines.commands import bench_options
 
 
 def test_flags_not_given_keep_the_declared_defaults() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pipelines.sinks.changelog import ChangelogSink, changelog_path
+from pipelines.sinks.changelog import ChangelogSink, changelog_of
 from pipelines.sinks.delta import CommitMeta, latest_commit
 
 ROWS = "id long, v string, _cdc_lsn long, _cdc_op string, _kafka_partition int, _kafka_offset long"
@@ -19,7 +19,7 @@ def meta(offset: int, lsn: int) -> CommitMeta:
 
 
 def test_appends_new_columns_and_dropped_epochs(spark: SparkSession, tmp_path: Path) -> None:
-    sink = ChangelogSink(spark, changelog_path(str(tmp_path), "public", "t"))
+    sink = ChangelogSink(spark, changelog_of(f"{tmp_path}/public/t"))
     first = spark.createDataFrame([(1, "a", 10, "c", 0, 0), (2, "b", 11, "c", 0, 1)], ROWS)
     sink.append(first, 1, meta(2, 11))
     assert sorted(r.id for r in sink.rows(0).collect()) == [1, 2]

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pipelines.capture.source import source_of
 from pipelines.settings import POSTGRES_REPLICATION, Settings, load_settings, read_versions
 from pipelines.stack import connect
 from pipelines.stack.install import SMT_FOLDER
@@ -490,6 +491,23 @@ def test_connect_provides_every_env_variable_the_connectors_reference(
     assert env["CHANGELAKE_DEBEZIUM_PASSWORD"] == PASSWORDS["CHANGELAKE_DEBEZIUM_PASSWORD"]
     # LeanJsonConverter's schemas go to the worker's own Kafka, not to loopback
     assert env["CHANGELAKE_KAFKA_BOOTSTRAP"] == env["BOOTSTRAP_SERVERS"]
+
+
+def test_the_connectors_service_reaches_every_service_connectors_apply_uses(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    # `connectors apply` talks to Connect, lists topics in Kafka, and checks each file's source
+    # database with the values Connect fills in: all from the service's own environment (its
+    # Settings, as the CLI reads them), none on loopback inside its container.
+    env = env_of(services["connectors"])
+    theirs = load_settings(env)
+    assert (theirs.connect_host, theirs.kafka_host) == ("connect", "kafka")
+    assert {"connect", "kafka", "postgres"} <= set(services["connectors"]["depends_on"])
+    connect_env = env_of(services["connect"])
+    for path in sorted(settings.connectors_dir.glob("*.json")):
+        source = source_of(theirs, json.loads(path.read_text())["config"], env)
+        assert (source.host, source.port) == ("postgres", settings.postgres_port)
+        assert source.password == connect_env["CHANGELAKE_DEBEZIUM_PASSWORD"]
 
 
 def test_connect_is_a_distributed_worker_with_config_providers(

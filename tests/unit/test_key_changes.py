@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from pipelines.apply.batch import batch_stats
-from pipelines.changelog.batch import Decoded
+from pipelines.apply.batch import record_stats
 from pipelines.changelog.decode import envelopes
 from pipelines.changelog.key_changes import KeyChange, Mark, unpaired
 
@@ -66,7 +65,7 @@ def test_headers_reach_the_batch_marks(spark: SparkSession) -> None:
         ("t", 0, 8, b"{}", value, []),
     ]
     env = envelopes(spark.createDataFrame(rows, RAW))
-    stats = batch_stats(env, Decoded(None, env.limit(0), None, (), ()))  # type: ignore[arg-type]
+    (stats,) = record_stats(env).values()
     assert stats.offsets == {"0": 9} and stats.records == 4
     assert sorted(stats.marks, key=lambda m: m.offset) == [
         Mark(0, 5, False, '{"id":7}', None),
@@ -75,4 +74,4 @@ def test_headers_reach_the_batch_marks(spark: SparkSession) -> None:
     ]
     # read without headers (the snapshot's batch read), no record is marked
     plain = envelopes(spark.createDataFrame(rows, RAW).drop("headers"))
-    assert batch_stats(plain, Decoded(None, plain.limit(0), None, (), ())).marks == []  # type: ignore[arg-type]
+    assert record_stats(plain)["t"].marks == []

@@ -30,7 +30,6 @@ KNOWN_FAKES: dict[tuple[str, str], str] = {
     ("tests/unit/test_compose.py", "dummy-pg-password"): "only `docker-compose config` sees it",
     ("tests/unit/test_compose.py", "dummy-debezium-password"): "as dummy-pg-password",
     ("tests/unit/test_connector_files.py", "secret!"): "shows the loader refuses inline secrets",
-    ("tests/integration/test_bad_input.py", "not-the-password"): "the wrong password the test uses",
     ("tests/integration/test_connectors.py", "hunter2"): "shows `apply` refuses inline passwords",
     ("tests/integration/test_connectors.py", "not-the-password"): "a wrong password, on purpose",
 }

@@ -5,12 +5,28 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
+from typing import Any
 
 from pyspark.sql import Row
 
-from pipelines.read.query import format_csv, format_json, format_table, spark_message, text_width
+from pipelines.read.formats import format_table, text_width, write_csv, write_json
+from pipelines.read.query import spark_message
+
+
+def format_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    out = io.StringIO()
+    write_csv(columns, rows, out)
+    return out.getvalue()
+
+
+def format_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    out = io.StringIO()
+    write_json(columns, rows, out)
+    return out.getvalue()
+
 
 COLUMNS = ["id", "total", "note"]
 ROWS = [(1, Decimal("-0.10"), "a"), (22, None, None)]

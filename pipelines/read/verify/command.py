@@ -13,6 +13,7 @@ from psycopg import sql
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from pipelines.capture.source import source_of
 from pipelines.read.table import read_table
 from pipelines.read.verify.diff import Differences
 from pipelines.read.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
@@ -30,7 +31,6 @@ from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import delta_exists
 from pipelines.sinks.search import SearchSink
-from pipelines.stack.postgres import Postgres
 from pipelines.tables import TableRef
 
 STEP = 50_000  # source rows per key range: what is in memory at once, per side
@@ -81,9 +81,9 @@ def verify(
     wait_applied(settings, spark, refs, timeout_s, out)
     client = SearchClient(settings.opensearch_url, retry_for_s=30)
     checks: dict[str, TableCheck] = {}
-    for database in {r.database for r in refs}:  # each connector's own source database
-        with connect(Postgres(settings).admin_dsn(database)) as conn:
-            for ref in (r for r in refs if r.database == database):
+    for source in {r.source for r in refs}:  # each connector's own source database
+        with connect(source_of(settings, dict(source)).dsn()) as conn:
+            for ref in (r for r in refs if r.source == source):
                 checks[ref.name] = _check(settings, spark, conn, client, ref, step, out)
     return [checks[r.name] for r in refs]
 

@@ -26,8 +26,7 @@ from pipelines.capture.resend import Request, send
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.read.verify.command import TableCheck, verify
 from pipelines.settings import Settings
-from pipelines.stack.postgres import Postgres
-from pipelines.tables import TableRef
+from pipelines.tables import TableRef, source_of_table
 
 POLL_S = 0.5
 PROGRESS_EVERY_S = 10.0
@@ -123,7 +122,7 @@ def verify_repairing(
     checks = verify(settings, spark, refs, out, timeout_s, step)
 
     def source_dsn(ref: TableRef) -> str:
-        return Postgres(settings).admin_dsn(ref.database)
+        return source_of_table(settings, ref).dsn()
 
     for number in range(1, passes + 1):
         requests = [

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from pipelines import kafka_io
-from pipelines.capture.topics import wait_caught_up
+from pipelines.capture.caught_up import wait_caught_up
 from pipelines.exceptions import ChangelakeError
 from pipelines.read.table import covered
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.search import SearchSink
-from pipelines.tables import TableRef
+from pipelines.tables import TableRef, slot_sources
 
 PROGRESS_EVERY_S = 5.0
 Ends = dict[str, int]  # partition → end offset
@@ -33,9 +33,8 @@ def wait_applied(
     timeout_s: float,
     out: Callable[[str], None],
 ) -> None:
-    for slot in sorted({r.slot for r in refs if r.slot}):
-        out(f"waiting until Debezium has read everything committed so far (slot {slot})")
-        wait_caught_up(settings, slot, timeout_s)
+    for slot, source in slot_sources(settings, refs).items():
+        wait_caught_up(source, slot, timeout_s, say=out)
     ends = {r.name: _ends(settings.kafka_bootstrap, r.topic) for r in refs}
     client = SearchClient(settings.opensearch_url, retry_for_s=0)
     deadline = time.monotonic() + timeout_s

@@ -1,0 +1,250 @@
+"""`changelake connectors init`: prepare any Postgres database for capture, and write the
+connector file for it.
+
+Given a superuser's DSN once (used, never stored), in *that* database: the least-privilege
+login role (LOGIN REPLICATION, nothing more), CONNECT, USAGE and SELECT on the listed tables,
+changelake's heartbeat and signal tables (schemas/changelake.sql) with write access to those
+only, and a publication of exactly those tables. Everything is created or checked, so running it
+again changes nothing; all of it in one transaction, so a refusal leaves nothing half-done. Then
+the shipped connector file becomes this database's: its name, slot, publication, topic prefix and
+tables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pipelines import jsonfile
+from pipelines.exceptions import ConfigError
+from pipelines.settings import Settings
+
+Progress = Callable[[str], None]
+TEMPLATE = "shop-postgres.json"  # the shipped connector, in the checkout's connectors/
+HEARTBEAT, SIGNAL = "changelake.heartbeat", "changelake.debezium_signal"
+# What the connector writes: the heartbeat (its query), the signal table (incremental snapshots'
+# window markers).
+_WRITE_GRANTS = {HEARTBEAT: "SELECT, INSERT, UPDATE", SIGNAL: "SELECT, INSERT, UPDATE, DELETE"}
+MAX_NAME = 63  # Postgres' identifier length (NAMEDATALEN - 1)
+_SLOT_CHARS = re.compile(r"[^a-z0-9_]")
+
+
+@dataclass(frozen=True)
+class Request:
+    name: str  # the connector's name; slot, publication and topic prefix derive from it
+    admin_dsn: str
+    tables: Sequence[str]  # schema.table
+    keys: Mapping[str, Sequence[str]] = field(default_factory=dict)  # key-less table → columns
+    role: str = "debezium"
+    password: str = ""  # the role's, set when the role is created
+
+    @property
+    def slot(self) -> str:
+        return _SLOT_CHARS.sub("_", self.name.lower())
+
+    @property
+    def publication(self) -> str:
+        return f"changelake_{self.slot}"
+
+
+def init(settings: Settings, request: Request, output: Path, progress: Progress = print) -> Path:
+    """Prepare the database, then write the connector file to `output`; returns its path."""
+    _check_names(request)
+    try:
+        with psycopg.connect(request.admin_dsn, connect_timeout=10) as conn:
+            database = str(_one(conn, "SELECT current_database()"))
+            # Where the connection went (PGHOST, PGPORT and service files included).
+            server = (conn.info.host, str(conn.info.port))
+            if output.exists():
+                _refuse_other_file(output, request, database)
+            with conn.transaction():
+                _prepare(conn, settings, request, progress)
+    except psycopg.OperationalError as exc:
+        raise ConfigError(f"--admin-dsn: cannot connect: {str(exc).strip()}") from exc
+    except psycopg.Error as exc:
+        raise ConfigError(
+            f"preparing the database failed, nothing was changed: {str(exc).strip()}",
+            "the DSN must be a superuser's (or a role allowed to create roles and publications)",
+        ) from exc
+    doc = connector_file(settings, request, database, server)
+    jsonfile.write_atomically(output, doc)
+    progress(f"  wrote {output}: apply it with `changelake connectors apply {output}`")
+    return output
+
+
+def _check_names(request: Request) -> None:
+    if len(request.publication) > MAX_NAME:  # Postgres would cut it short, silently
+        raise ConfigError(
+            f"name {request.name!r}: too long for a slot and publication name "
+            f"(changelake_{request.slot} must fit in {MAX_NAME} characters)"
+        )
+    bad = [t for t in request.tables if len(t.split(".")) != 2 or not all(t.split("."))]
+    if bad:
+        raise ConfigError(f"--tables: {bad[0]!r} is not schema.table")
+    unlisted = sorted(set(request.keys) - set(request.tables))
+    if unlisted:
+        raise ConfigError(f"--key: {unlisted[0]} is not in --tables")
+
+
+def _refuse_other_file(output: Path, request: Request, database: str) -> None:
+    """An existing file is only rewritten when it is this connector's (same name, database)."""
+    try:
+        current = json.loads(output.read_text())
+        same = current.get("name") == request.name and (
+            current.get("config", {}).get("database.dbname") == database
+        )
+    except (OSError, ValueError, AttributeError):
+        same = False
+    if not same:
+        raise ConfigError(
+            f"{output}: exists and is not connector {request.name} of database {database}",
+            "choose another --output, or remove that file",
+        )
+
+
+def _prepare(
+    conn: psycopg.Connection[Any], settings: Settings, request: Request, progress: Progress
+) -> None:
+    def run(statement: sql.Composed, said: str) -> None:
+        conn.execute(statement)
+        progress(f"  {said}")
+
+    _check_tables(conn, request)
+    role = sql.Identifier(request.role)
+    if _one(conn, "SELECT 1 FROM pg_roles WHERE rolname = %s", request.role) is None:
+        if not request.password:
+            raise ConfigError(
+                f"role {request.role} does not exist and no password was given for it",
+                "set CHANGELAKE_DEBEZIUM_PASSWORD (Connect reads the same variable)",
+            )
+        create = sql.SQL("CREATE ROLE {} LOGIN REPLICATION PASSWORD {}").format(
+            role, sql.Literal(request.password)
+        )
+        run(create, f"created role {request.role} (LOGIN REPLICATION)")
+    elif _one(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = %s", request.role):
+        raise ConfigError(
+            f"--role {request.role}: is a superuser; the connector's role must not be",
+            "name another role (default debezium): init creates it with no more than it needs",
+        )
+    else:
+        run(
+            sql.SQL("ALTER ROLE {} WITH LOGIN REPLICATION NOCREATEDB NOCREATEROLE").format(role),
+            f"role {request.role} exists: LOGIN REPLICATION ensured, password left as it is",
+        )
+    own = (settings.schemas_dir / "changelake.sql").read_text()
+    conn.execute(own)
+    progress(f"  {HEARTBEAT} and {SIGNAL} present (schemas/changelake.sql)")
+    database = sql.Identifier(str(_one(conn, "SELECT current_database()")))
+    run(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, role), "granted CONNECT")
+    schemas = sorted({t.split(".")[0] for t in request.tables} | {"changelake"})
+    for schema in schemas:
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), role))
+    progress(f"  granted USAGE on schema {', '.join(schemas)}")
+    for table in request.tables:
+        conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(_table(table), role))
+    progress(f"  granted SELECT on {', '.join(request.tables)}")
+    for table, rights in _WRITE_GRANTS.items():
+        conn.execute(sql.SQL("GRANT " + rights + " ON {} TO {}").format(_table(table), role))
+    progress(f"  granted writes on {HEARTBEAT} and {SIGNAL} only")
+    for table in request.keys:
+        full = "SELECT relreplident = 'f' FROM pg_class WHERE oid = to_regclass(%s)"
+        if _one(conn, full, _quoted(table)):
+            continue  # ALTER TABLE would lock the table until the commit, for nothing
+        run(
+            sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(_table(table)),
+            f"{table}: REPLICA IDENTITY FULL (no primary key: its updates and deletes carry "
+            "the whole old row, so the key columns given are there)",
+        )
+    _publish(conn, request, [*request.tables, HEARTBEAT, SIGNAL], progress)
+
+
+def _check_tables(conn: psycopg.Connection[Any], request: Request) -> None:
+    problems = []
+    for table in request.tables:
+        if _one(conn, "SELECT to_regclass(%s)", _quoted(table)) is None:
+            problems.append(f"--tables: {table}: no such table")
+            continue
+        has_pk = _one(
+            conn,
+            "SELECT 1 FROM pg_index WHERE indrelid = to_regclass(%s) AND indisprimary",
+            _quoted(table),
+        )
+        if has_pk is None and table not in request.keys:
+            problems.append(
+                f"--tables: {table}: has no primary key; name its key columns with "
+                f"--key {table}:<col>,…"
+            )
+    if problems:
+        raise ConfigError("\n".join(problems), "nothing was changed")
+
+
+def _publish(
+    conn: psycopg.Connection[Any], request: Request, tables: list[str], progress: Progress
+) -> None:
+    name = sql.Identifier(request.publication)
+    if _one(conn, "SELECT 1 FROM pg_publication WHERE pubname = %s", request.publication) is None:
+        listing = sql.SQL(", ").join(_table(t) for t in tables)
+        conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(name, listing))
+        progress(f"  created publication {request.publication} of {', '.join(tables)}")
+        return
+    rows = conn.execute(
+        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = %s",
+        (request.publication,),
+    )
+    published = {row[0] for row in rows}
+    missing = [t for t in tables if t not in published]
+    for table in missing:
+        conn.execute(sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(name, _table(table)))
+    said = f"added {', '.join(missing)}" if missing else "has every table already"
+    progress(f"  publication {request.publication} exists: {said}")
+
+
+def connector_file(
+    settings: Settings, request: Request, database: str, server: tuple[str, str]
+) -> dict[str, Any]:
+    """The shipped connector file, made this database's (on `server`, host and port)."""
+    doc = jsonfile.read(settings.root / "connectors" / TEMPLATE)
+    config: dict[str, str] = doc["config"]
+    prefix = request.slot
+    config.update(
+        {
+            "database.dbname": database,
+            "database.user": request.role,
+            "topic.prefix": prefix,
+            "slot.name": request.slot,
+            "publication.name": request.publication,
+            "table.include.list": ",".join([*request.tables, HEARTBEAT, SIGNAL]),
+            "topic.creation.meta.include": rf"{prefix}\.transaction|__debezium-heartbeat\.{prefix}",
+        }
+    )
+    host, port = server
+    if (host, port) != (settings.postgres_host, str(settings.postgres_port)):
+        # Another server than the one the stack hands Connect: name it in the file.
+        config["database.hostname"], config["database.port"] = host, port
+    if request.keys:
+        config["message.key.columns"] = ";".join(
+            f"{table}:{','.join(columns)}" for table, columns in request.keys.items()
+        )
+    return {"name": request.name, "config": config}
+
+
+def _table(name: str) -> sql.Composable:
+    schema, table = name.split(".")
+    return sql.Identifier(schema, table)
+
+
+def _quoted(name: str) -> str:
+    schema, table = name.split(".")
+    return '"' + schema.replace('"', '""') + '"."' + table.replace('"', '""') + '"'
+
+
+def _one(conn: psycopg.Connection[Any], query: str, *params: object) -> object:
+    row = conn.execute(query, params or None).fetchone()
+    return None if row is None else row[0]

@@ -1,0 +1,265 @@
+"""What a Postgres connector file asks of its database, checked there before anything is
+registered: each one a `file: field: message` line. Run as the connector's own user, so "can it
+read the table" is answered by the role that will read it.
+
+Without these, Connect accepts the file (RUNNING) and the connector fails later: at its first
+change of a key-less table (a compacted topic refuses a record without a key, and capture of
+every table stops), or at start on a slot another connector holds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from pipelines.capture.source import Source, source_of
+from pipelines.exceptions import ConfigError
+from pipelines.settings import Settings
+
+POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
+# Debezium's defaults for the settings a file may leave out.
+DEFAULT_PUBLICATION, DEFAULT_SLOT, DEFAULT_PLUGIN = "dbz_publication", "debezium", "decoderbufs"
+INCLUDE = "config.table.include.list"
+
+# The table a heartbeat query writes: INSERT INTO t …, or UPDATE t SET ….
+WRITTEN_TABLE = re.compile(
+    r"\b(?:insert\s+into|update)\s+((?:\"[^\"]+\"|[\w$]+)(?:\.(?:\"[^\"]+\"|[\w$]+))?)", re.I
+)
+
+_TABLES = """
+SELECT n.nspname || '.' || c.relname,
+       has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'SELECT'),
+       has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'INSERT')
+           AND has_table_privilege(c.oid, 'UPDATE'),
+       EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary),
+       c.relreplident = 'f'
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
+"""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str  # schema.table
+    readable: bool
+    writable: bool  # INSERT and UPDATE: what a heartbeat query's upsert needs
+    has_pk: bool
+    identity_full: bool
+
+
+@dataclass(frozen=True)
+class Slot:
+    database: str
+    plugin: str
+    active_pid: int | None
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the database says, read once."""
+
+    tables: dict[str, Table]
+    publication: set[str] | None  # its tables; None when there is no such publication
+    slot: Slot | None
+
+
+def problems(
+    settings: Settings,
+    name: str,
+    config: Mapping[str, str],
+    registered: Mapping[str, Mapping[str, str]],
+) -> list[tuple[str, str]]:
+    """(field, message) for everything the database refuses; `registered`: the configs of the
+    connectors Connect already has, by name."""
+    if config.get("connector.class") != POSTGRES_CONNECTOR:
+        return []
+    try:
+        source = source_of(settings, config)
+    except ConfigError as exc:
+        field, _, message = exc.message.partition(": ")
+        return [(field, f"{message} ({exc.hint})" if exc.hint else message)]
+    try:
+        found = _read(source, config)
+    except psycopg.OperationalError as exc:
+        return [_unreachable(source, exc)]
+    return [
+        *_slot_problems(config, name, source, found.slot, registered),
+        *_table_problems(config, source, found),
+        *_side_table_problems(config, source, found.tables),
+    ]
+
+
+def _read(source: Source, config: Mapping[str, str]) -> Found:
+    publication = config.get("publication.name", DEFAULT_PUBLICATION)
+    with psycopg.connect(source.dsn(), connect_timeout=10, autocommit=True) as conn:
+        tables = {row[0]: Table(*row) for row in conn.execute(_TABLES)}
+        published: set[str] | None = None
+        if conn.execute(
+            "SELECT 1 FROM pg_publication WHERE pubname = %s", (publication,)
+        ).fetchone():
+            rows = conn.execute(
+                "SELECT schemaname || '.' || tablename FROM pg_publication_tables"
+                " WHERE pubname = %s",
+                (publication,),
+            )
+            published = {row[0] for row in rows}
+        row = conn.execute(
+            "SELECT coalesce(database, ''), coalesce(plugin, ''), active_pid"
+            " FROM pg_replication_slots WHERE slot_name = %s",
+            (config.get("slot.name", DEFAULT_SLOT),),
+        ).fetchone()
+    return Found(tables, published, Slot(*row) if row else None)
+
+
+def _unreachable(source: Source, exc: psycopg.OperationalError) -> tuple[str, str]:
+    text = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    said = f"cannot connect to {source.where()} as {source.user}: {text}"
+    if "password" in text or "authentication" in text:
+        return "config.database.password", said
+    if "database" in text and "does not exist" in text:
+        return "config.database.dbname", said
+    if "role" in text and "does not exist" in text:
+        return "config.database.user", said
+    return "config.database.hostname", said
+
+
+def listed(config: Mapping[str, str], tables: Iterable[str]) -> dict[str, list[str]]:
+    """Each table.include.list entry (a regular expression, matched whole and case-blind, as
+    Debezium does) and the tables it captures."""
+    entries = [e.strip() for e in config.get("table.include.list", "").split(",") if e.strip()]
+    names = sorted(tables)
+    return {e: [t for t in names if re.fullmatch(e, t, re.IGNORECASE)] for e in entries}
+
+
+def key_columns(config: Mapping[str, str], table: str) -> list[str]:
+    """The columns message.key.columns names as `table`'s key ("<table regex>:<col>,…;…")."""
+    for part in config.get("message.key.columns", "").split(";"):
+        pattern, _, columns = part.strip().rpartition(":")
+        if pattern and re.fullmatch(pattern, table, re.IGNORECASE):
+            return [c.strip() for c in columns.split(",") if c.strip()]
+    return []
+
+
+def _table_problems(
+    config: Mapping[str, str], source: Source, found: Found
+) -> Iterable[tuple[str, str]]:
+    publication = config.get("publication.name", DEFAULT_PUBLICATION)
+    needs_publication = config.get("publication.autocreate.mode", "all_tables") == "disabled"
+    if needs_publication and found.publication is None:
+        yield (
+            "config.publication.name",
+            f"no publication {publication} in {source.where()}, and "
+            "publication.autocreate.mode=disabled: create it (`changelake connectors init`)",
+        )
+    for entry, tables in listed(config, found.tables).items():
+        if not tables:
+            yield INCLUDE, f"{entry}: no such table in {source.where()}"
+        for name in tables:
+            yield from _table_problem(name, found, config, source)
+
+
+def _table_problem(
+    name: str, found: Found, config: Mapping[str, str], source: Source
+) -> Iterable[tuple[str, str]]:
+    table, publication = found.tables[name], config.get("publication.name", DEFAULT_PUBLICATION)
+    # In `filtered` mode Debezium adds the listed tables to the publication itself.
+    filtered = config.get("publication.autocreate.mode") == "filtered"
+    if found.publication is not None and name not in found.publication and not filtered:
+        yield (
+            INCLUDE,
+            f"{name}: not in publication {publication}, so none of its changes would be "
+            f"captured (ALTER PUBLICATION {publication} ADD TABLE {name})",
+        )
+    if not table.readable:
+        schema = name.split(".")[0]
+        yield (
+            INCLUDE,
+            f"{name}: {source.user} cannot read it, so its snapshot would fail (GRANT USAGE ON "
+            f"SCHEMA {schema} TO {source.user}; GRANT SELECT ON {name} TO {source.user})",
+        )
+    if table.has_pk:
+        return
+    if not key_columns(config, name):
+        yield (
+            INCLUDE,
+            f"{name}: has no primary key: its changes would reach Kafka without a key, which "
+            "a compacted topic refuses, and the connector would fail for every table; add a "
+            f'primary key, or name key columns ("message.key.columns": "{name}:<col>,…")',
+        )
+    elif not table.identity_full:
+        yield (
+            "config.message.key.columns",
+            f"{name}: keyed by message.key.columns without a primary key, its updates and "
+            f"deletes carry no old row: ALTER TABLE {name} REPLICA IDENTITY FULL",
+        )
+
+
+def _slot_problems(
+    config: Mapping[str, str],
+    name: str,
+    source: Source,
+    slot: Slot | None,
+    registered: Mapping[str, Mapping[str, str]],
+) -> Iterable[tuple[str, str]]:
+    wanted = config.get("slot.name", DEFAULT_SLOT)
+    for other, theirs in sorted(registered.items()):
+        if (
+            other != name
+            and theirs.get("slot.name", DEFAULT_SLOT) == wanted
+            and same_server(theirs, config)
+        ):
+            yield "config.slot.name", f"slot {wanted} is the slot of connector {other}"
+            return
+    if slot is None:
+        return
+    plugin = config.get("plugin.name", DEFAULT_PLUGIN)
+    if slot.database != source.dbname:
+        yield "config.slot.name", f"slot {wanted} belongs to database {slot.database!r}"
+    elif slot.plugin != plugin:
+        yield "config.slot.name", f"slot {wanted} decodes with {slot.plugin}, not {plugin}"
+    elif slot.active_pid is not None and name not in registered:
+        yield (
+            "config.slot.name",
+            f"slot {wanted} is in use by another client (server pid {slot.active_pid})",
+        )
+
+
+def same_server(theirs: Mapping[str, str], ours: Mapping[str, str]) -> bool:
+    """Whether two connector configs name the same server (as written: a slot's name is unique
+    per server, and placeholders resolve alike for connectors of one Connect)."""
+    keys = ("database.hostname", "database.port")
+    return all(theirs.get(k, "") == ours.get(k, "") for k in keys)
+
+
+def _side_table_problems(
+    config: Mapping[str, str], source: Source, tables: Mapping[str, Table]
+) -> Iterable[tuple[str, str]]:
+    """The heartbeat query's table and the signal table: present, and writable by the role."""
+    wanted: list[tuple[str, str]] = []
+    if match := WRITTEN_TABLE.search(config.get("heartbeat.action.query", "")):
+        wanted.append(("config.heartbeat.action.query", match.group(1).replace('"', "")))
+    if signal := config.get("signal.data.collection", "").strip():
+        wanted.append(("config.signal.data.collection", signal.replace('"', "")))
+    for field, name in wanted:
+        table = _lookup(tables, name)
+        if table is None:
+            yield field, f"{name}: no such table in {source.where()}"
+        elif not (table.readable and table.writable):
+            yield field, f"{name}: {source.user} cannot write it (GRANT SELECT, INSERT, UPDATE)"
+
+
+def _lookup(tables: Mapping[str, Table], name: str) -> Table | None:
+    qualified = name if "." in name else f"public.{name}"
+    return tables.get(qualified) or next(
+        (t for n, t in tables.items() if n.lower() == qualified.lower()), None
+    )
+
+
+def registered_configs(connectors: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Connect's `/connectors?expand=info` answer as configs by name."""
+    return {name: dict(item["info"]["config"]) for name, item in connectors.items()}

@@ -1,0 +1,302 @@
+"""What each `changelake` subcommand does: call into the pipeline's stages and print. The
+parser (cli.py) names one of these per subcommand; nothing here parses."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines.apply.run_options import RunOptions
+from pipelines.exceptions import ConfigError
+from pipelines.settings import Settings
+
+if TYPE_CHECKING:  # the benchmark's modules load only for `changelake bench`
+    from pipelines.bench.command import BenchOptions
+    from pipelines.tables import TableRef
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def setup_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.stack.install import setup
+
+    setup(settings)
+    return 0
+
+
+def stack_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.stack import manager
+
+    if args.action == "up":
+        manager.up(settings, args.services or None)
+    elif args.action == "down":
+        manager.down(settings, args.services or None)
+    else:
+        report = manager.status(settings)
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            _print_stack_status(report)
+        return 0 if all(s["state"] == "healthy" for s in report["services"].values()) else 3
+    return 0
+
+
+def _print_stack_status(report: dict[str, Any]) -> None:
+    from pipelines.stack.manager import describe_endpoint
+
+    print(f"state directory: {report['home']}")
+    for name, svc in report["services"].items():
+        where = describe_endpoint(svc)
+        pid = svc["pid"] or "-"
+        print(f"  {name:<11} {svc['state']:<22} pid {pid!s:<8} {where}")
+
+
+def connectors_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.capture import connector_status, connectors, removal
+
+    if args.action == "apply":
+        files = [Path(f) for f in args.files] or connectors.default_files(settings)
+        connectors.apply(settings, files, timeout_s=args.timeout)
+    elif args.action == "init":
+        _init_connector(args, settings)
+    elif args.action == "delete":
+        removal.delete(settings, args.name, drop_slot=args.drop_slot)
+    else:
+        report = connector_status.status(settings)
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            connector_status.print_status(report)
+        return connector_status.exit_code(report)
+    return 0
+
+
+def _init_connector(args: argparse.Namespace, settings: Settings) -> None:
+    from pipelines.capture import prepare
+    from pipelines.secrets import read_secret
+
+    keys = {}
+    for given in args.key:
+        table, sep, columns = given.partition(":")
+        if not sep or not columns.strip():
+            raise ConfigError(f"--key: {given!r} is not schema.table:col,…")
+        keys[table.strip()] = [c.strip() for c in columns.split(",") if c.strip()]
+    request = prepare.Request(
+        name=args.name,
+        admin_dsn=args.admin_dsn,
+        tables=[t.strip() for t in args.tables.split(",") if t.strip()],
+        keys=keys,
+        role=args.role,
+        password=read_secret(settings, "debezium_password") or "",
+    )
+    output = Path(args.output) if args.output else settings.connectors_dir / f"{args.name}.json"
+    print(f"preparing {request.name}: role {request.role}, publication {request.publication}")
+    prepare.init(settings, request, output)
+
+
+def demo_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.demo import load, seed
+    from pipelines.stack.postgres import Postgres
+
+    dsn = Postgres(settings).admin_dsn()
+    if args.action == "seed":
+        report = seed.seed(dsn, args.rows)
+        print(report.summary())
+    else:
+        result = load.run_load(dsn, args.rate, args.seconds)
+        print(result.summary())
+    return 0
+
+
+def topics_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.capture import topics
+
+    topics.show(settings, prefix=args.prefix, sample=args.sample, wait=args.wait)
+    return 0
+
+
+def _names(text: str | None) -> list[str]:
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import tables
+    from pipelines.apply import run_command
+
+    if args.master:
+        settings = dataclasses.replace(settings, spark_master=args.master)
+    refs = tables.captured(settings, _names(args.tables) or None)
+    options = RunOptions(
+        once=args.once,
+        resnapshot=tuple(_names(args.resnapshot)),
+        trigger_seconds=args.trigger_seconds,
+        compact_seconds=args.compact_seconds,
+        max_records_per_batch=args.max_records,
+    )
+    tables.captured(settings, list(options.resnapshot) or None)  # names must exist
+
+    def discover() -> list[tables.TableRef]:  # tables added to the connector files later
+        return tables.captured(settings, _names(args.tables) or None)
+
+    return run_command.run(settings, refs, options, discover=discover)
+
+
+def query_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.read import export, query
+    from pipelines.read.formats import format_table
+
+    chosen = "json" if args.json else "csv" if args.csv else "parquet" if args.parquet else None
+    output = Path(args.output) if args.output else None
+    if chosen or output:  # streamed, any size
+        say = (lambda line: print(line, file=sys.stderr)) if output is None else print
+        export.export(settings, args.sql, export.format_of(chosen, output), output, say)
+        return 0
+    columns, rows = query.run_query(settings, args.sql)
+    print(format_table(columns, rows))
+    return 0
+
+
+def status_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.read import status
+    from pipelines.spark import session
+
+    spark = session(settings, app="changelake-status")
+    spark.sparkContext.setLogLevel("FATAL")
+    report = status.collect(settings, spark)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        status.print_report(report)
+    return status.exit_code(report)
+
+
+def search_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import tables
+    from pipelines.search import find
+    from pipelines.search.client import SearchClient
+    from pipelines.search.config import alias_for
+
+    only = _names(args.table) or None
+    indexed = [r for r in tables.captured(settings, only) if r.search is not None]
+    if not indexed:
+        raise ConfigError(
+            f"no indexed table{' named ' + args.table if args.table else ''}",
+            "declare it under indexes in schemas/search.json",
+        )
+    aliases = {alias_for(r.topic): r.search for r in indexed if r.search is not None}
+    tty = sys.stdout.isatty()
+    tags = find.JSON_TAGS if args.json else (("\x1b[1;33m", "\x1b[0m") if tty else ("**", "**"))
+    client = SearchClient(settings.opensearch_url, retry_for_s=0)
+    total, hits = find.search(client, aliases, args.text, args.filter, args.limit, tags)
+    if args.json:
+        print(find.format_json(total, hits))
+    else:
+        specs = {spec.table: spec for spec in aliases.values()}
+        print(find.format_text(args.text, total, hits, specs))
+    return 0
+
+
+def reindex_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import tables
+    from pipelines.read.reindex import reindex
+    from pipelines.search.client import SearchClient
+    from pipelines.sinks.search import SearchSink
+    from pipelines.spark import owned_session
+
+    (ref,) = tables.captured(settings, [args.table])
+    if ref.search is None:
+        raise ConfigError(
+            f"{args.table} is not indexed",
+            "declare it under indexes in schemas/search.json",
+        )
+    client = SearchClient(settings.opensearch_url, say=print)
+    client.request("GET", "/")  # name OpenSearch now, before Spark starts, if it is down
+    with owned_session(settings, app="changelake-reindex") as spark:
+        sink = SearchSink(client, ref.search, ref.topic, print)
+        done = reindex(spark, ref, settings.lake, sink, print)
+    print(
+        f"{ref.name}: {done.docs:,} documents in {done.index} ({done.seconds:.1f}s, "
+        f"{done.docs / max(done.seconds, 1e-9):,.0f} docs/s); {done.caught_up:,} changes made "
+        f"meanwhile replayed; alias {sink.alias} now points at it"
+    )
+    return 0
+
+
+def _reachable(settings: Settings, refs: list[TableRef]) -> None:
+    from pipelines import kafka_io, pg
+    from pipelines.tables import slot_sources
+
+    for source in slot_sources(settings, refs).values():
+        pg.connect(source.dsn()).close()
+    kafka_io.list_topics(settings.kafka_bootstrap)
+
+
+def verify_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import tables
+    from pipelines.read.verify.command import print_report
+    from pipelines.read.verify.repair import verify_repairing
+    from pipelines.spark import owned_session
+
+    refs = tables.captured(settings, _names(",".join(args.tables)) or None)
+    say = (lambda text: print(text, file=sys.stderr)) if args.json else print
+    _reachable(settings, refs)  # before the Spark session: a service down is named in a second
+    with owned_session(settings, app="changelake-verify") as spark:
+        spark.sparkContext.setLogLevel("FATAL")
+        passes = args.passes if args.repair else 0
+        checks = verify_repairing(settings, spark, refs, say, args.timeout, args.range_rows, passes)
+    equal = all(c.equal for c in checks)
+    if args.json:
+        doc = {"equal": equal, "tables": [c.as_dict() for c in checks]}
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print_report(checks, print)
+        print("verify: " + ("everything equals the source" if equal else "DIFFERENCES FOUND"))
+    return 0 if equal else 1
+
+
+def chaos_command(args: argparse.Namespace, settings: Settings) -> int:
+    import os
+    from datetime import UTC, datetime
+
+    from pipelines.chaos.faults import KINDS
+    from pipelines.chaos.runner import Chaos, ChaosOptions
+    from pipelines.chaos.workload import BackgroundLoad
+    from pipelines.stack.postgres import Postgres
+
+    out_dir = settings.home / "chaos" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    options = ChaosOptions(rounds=args.rounds, rate=args.rate, seed=args.seed)
+    print(f"chaos: {options.rounds} rounds of {len(KINDS)} faults under load; logs in {out_dir}")
+    dsn = Postgres(settings).admin_dsn()
+
+    def workload(seed: int) -> BackgroundLoad:
+        return BackgroundLoad(dsn, options.rate, seed, print)
+
+    chaos = Chaos(settings, os.environ, workload, out_dir, print)
+    summary = chaos.run(options)
+    print(json.dumps(summary.as_dict(), indent=2) if args.json else summary.text())
+    return 1 if summary.differences else 0
+
+
+def bench_options(args: argparse.Namespace) -> BenchOptions:
+    """The flags given; the others keep BenchOptions' defaults, declared there only."""
+    from pipelines.bench.command import BenchOptions
+
+    names = [f.name for f in dataclasses.fields(BenchOptions)]  # the flags' `dest`s
+    return BenchOptions(**{name: getattr(args, name) for name in names if hasattr(args, name)})
+
+
+def bench_command(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import UTC, datetime
+
+    from pipelines.bench.command import Bench
+
+    options = bench_options(args)
+    out_dir = settings.home / "bench" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    print(f"bench: results and logs in {out_dir}")
+    Bench(settings, options, out_dir, lambda line: print(line, flush=True)).run()
+    return 0

@@ -1,0 +1,121 @@
+"""Another database than the demo shop, in a project of its own: prepared by `changelake
+connectors init`, captured, derived by `run` and proved equal to the source by `verify`; a
+composite key, a table named like one of the shop's, a key-less table keyed by the columns
+given. On the real Postgres, Connect, Kafka and Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from pipelines import kafka_io
+from pipelines.capture import removal
+from pipelines.capture.caught_up import wait_caught_up
+from pipelines.capture.source import source_of
+from pipelines.exceptions import ChangelakeError
+from pipelines.settings import Settings
+from tests.support import changelake, scratch_database
+
+pytestmark = pytest.mark.stack
+
+TABLES = [
+    "CREATE SCHEMA inv",
+    "CREATE TABLE inv.stock (site int, sku text, qty int, PRIMARY KEY (site, sku))",
+    "CREATE TABLE public.orders (id bigint PRIMARY KEY, note text)",  # the shop has one too
+    "CREATE TABLE inv.events (at timestamptz NOT NULL, site int NOT NULL, what text)",
+    "INSERT INTO inv.stock VALUES (1, 'a', 5), (2, 'a', 7)",
+    "INSERT INTO public.orders VALUES (1, 'first')",
+    "INSERT INTO inv.events VALUES ('2026-01-01T00:00:00Z', 1, 'opened')",
+]
+
+
+def write_elsewhere(admin_dsn: str, unique: str) -> None:
+    """A transaction in another database (the shop's): WAL the captured one's slot skips."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE changelake.elsewhere_{unique} AS SELECT generate_series(1, 9)")
+        conn.execute(f"DROP TABLE changelake.elsewhere_{unique}")
+
+
+@pytest.fixture
+def other_db(admin_dsn: str, unique: str) -> Iterator[str]:
+    """A database of the test's own with its own schema; dropped afterwards, slot included."""
+    with scratch_database(admin_dsn, f"own_{unique}") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for statement in TABLES:
+                conn.execute(statement)
+        yield dsn
+
+
+def test_a_database_prepared_by_init_is_captured_derived_and_verified(
+    other_db: str, admin_dsn: str, settings: Settings, tmp_path: Path, unique: str
+) -> None:
+    project = tmp_path / "project"
+    env = {
+        **os.environ,
+        "CHANGELAKE_PROJECT": str(project),
+        "CHANGELAKE_LAKE": str(tmp_path / "lake"),
+        "CHANGELAKE_CHECKPOINTS": str(tmp_path / "checkpoints"),
+    }
+    name, output = f"own-{unique}", project / "connectors" / f"own-{unique}.json"
+    args = ["connectors", "init", name, "--admin-dsn", other_db]
+    tables = ["--tables", "inv.stock,public.orders,inv.events"]
+    # A key-less table without key columns is refused before anything changes.
+    refused = changelake(*args, *tables, check=False, env=env)
+    assert refused.returncode == 1
+    assert "--tables: inv.events: has no primary key; name its key columns with" in refused.stderr
+    assert not output.exists()
+    with psycopg.connect(other_db) as conn:
+        assert conn.execute("SELECT to_regclass('changelake.heartbeat')").fetchone() == (None,)
+
+    first = changelake(*args, *tables, "--key", "inv.events:at,site", env=env).stdout
+    assert f"created publication changelake_own_{unique}" in first
+    again = changelake(*args, *tables, "--key", "inv.events:at,site", env=env).stdout
+    assert f"publication changelake_own_{unique} exists: has every table already" in again
+    doc = json.loads(output.read_text())  # the project's connectors/, by default
+    config: dict[str, Any] = doc["config"]
+    prefix = f"own_{unique}"
+    assert (doc["name"], config["topic.prefix"], config["slot.name"]) == (name, prefix, prefix)
+    assert config["database.dbname"] == other_db.split("dbname=")[-1].split()[0]
+    assert config["message.key.columns"] == "inv.events:at,site"
+
+    # Its own heartbeats an hour apart: only the waits' own heartbeat writes confirm below.
+    output.write_text(json.dumps({**doc, "config": {**config, "heartbeat.interval.ms": "3600000"}}))
+    try:
+        changelake("connectors", "apply", env=env)  # the project's files
+        changelake("run", "--once", env=env)  # the snapshot
+        with psycopg.connect(other_db, autocommit=True) as conn:
+            conn.execute("INSERT INTO inv.events VALUES ('2026-01-01T00:01:00Z', 2, 'sold')")
+            conn.execute("UPDATE inv.events SET what = 'closed' WHERE site = 1")
+            conn.execute("UPDATE inv.stock SET qty = qty - 1 WHERE sku = 'a'")
+            conn.execute("INSERT INTO public.orders VALUES (2, 'second')")
+            conn.execute("DELETE FROM public.orders WHERE id = 1")
+        # A quiet database on a server writing WAL elsewhere: waiting for Debezium to read
+        # everything still ends (it writes the connector's heartbeat).
+        write_elsewhere(admin_dsn, unique)
+        changelake("run", "--once", env=env)
+        report = json.loads(changelake("verify", "--json", env=env).stdout)
+        assert [(t["table"], t["equal"], t["delta"]["rows"]) for t in report["tables"]] == [
+            ("stock", True, 2),
+            ("orders", True, 1),
+            ("events", True, 2),
+        ]
+        assert Path(tmp_path / "lake" / prefix / "public" / "orders" / "_delta_log").is_dir()
+
+        # Without a heartbeat query the wait cannot end, and says why.
+        source = source_of(settings, config)
+        write_elsewhere(admin_dsn, unique)
+        with pytest.raises(ChangelakeError, match=r"has no heartbeat\.action\.query") as stuck:
+            wait_caught_up(replace(source, heartbeat_query=""), prefix, timeout_s=3)
+        assert f"replication slot {prefix} has confirmed" in stuck.value.message
+    finally:
+        removal.delete(settings, name, drop_slot=True, progress=lambda _: None)
+        topics = kafka_io.list_topics(settings.kafka_bootstrap, prefix)
+        topics += kafka_io.list_topics(settings.kafka_bootstrap, f"__debezium-heartbeat.{prefix}")
+        kafka_io.delete_topics(settings.kafka_bootstrap, topics)

@@ -1,0 +1,54 @@
+"""What scripts and healthchecks read from the CLI: `--version`, and the exit codes of `status`
+and `connectors status` (0 healthy, 2 something needs a person, 3 nothing runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipelines import __version__
+from pipelines.capture import connector_status
+from pipelines.read import status
+from tests.support import changelake
+
+
+def report(running: bool, problems: list[str], **table: Any) -> dict[str, Any]:
+    row = {"state": "running", "error": None, **table}
+    return {"pipeline": {"running": running}, "tables": {"orders": row}, "problems": problems}
+
+
+@pytest.mark.parametrize(
+    ("given", "code"),
+    [
+        (report(True, []), 0),
+        (report(False, [], state="not running"), 3),
+        (report(True, ["slot changelake_shop holds 2 GiB of WAL"]), 2),
+        (report(False, [], state="stopped", error="its topic was deleted"), 2),
+        (report(True, [], state="failed"), 2),
+    ],
+)
+def test_status_exit_codes(given: dict[str, Any], code: int) -> None:
+    assert status.exit_code(given) == code
+
+
+def connector(state: str, *tasks: str) -> dict[str, Any]:
+    return {"state": state, "tasks": [{"id": i, "state": s} for i, s in enumerate(tasks)]}
+
+
+@pytest.mark.parametrize(
+    ("given", "code"),
+    [
+        ({"shop": connector("RUNNING", "RUNNING")}, 0),
+        ({}, 3),
+        ({"shop": connector("RUNNING", "FAILED")}, 2),
+        ({"shop": connector("RUNNING")}, 2),  # no task yet
+        ({"shop": connector("RUNNING", "RUNNING"), "crm": connector("PAUSED", "PAUSED")}, 2),
+    ],
+)
+def test_connectors_status_exit_codes(given: dict[str, Any], code: int) -> None:
+    assert connector_status.exit_code(given) == code
+
+
+def test_the_version_is_the_package_s() -> None:
+    assert changelake("--version").stdout.strip() == f"changelake {__version__}"

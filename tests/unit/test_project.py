@@ -1,0 +1,67 @@
+"""A project of the user's own (`--project DIR` / CHANGELAKE_PROJECT): its connectors/ and
+schemas/ are what every command reads; lake.json and search.json are optional there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines import tables
+from pipelines.capture.source_checks import POSTGRES_CONNECTOR
+from pipelines.exceptions import ConfigError
+from pipelines.settings import load_settings
+from tests.support import changelake
+
+CONNECTOR = {
+    "name": "inventory",
+    "config": {
+        "connector.class": POSTGRES_CONNECTOR,
+        "database.dbname": "inventory",
+        "topic.prefix": "inv",
+        "slot.name": "inv",
+        "table.include.list": "public.customers,stock.items,changelake.heartbeat",
+    },
+}
+
+
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "connectors").mkdir()
+    (tmp_path / "connectors" / "inventory.json").write_text(json.dumps(CONNECTOR))
+    return tmp_path
+
+
+def test_a_project_with_only_a_connector_file_captures_its_tables(tmp_path: Path) -> None:
+    settings = load_settings({"CHANGELAKE_PROJECT": str(project(tmp_path))})
+    assert settings.connectors_dir == tmp_path / "connectors"
+    assert settings.config_dir == tmp_path / "schemas"
+    refs = tables.captured(settings)
+    # The checkout's search.json indexes `customers`: it is not this project's, so not read.
+    assert [(r.topic, r.search, r.soft_delete) for r in refs] == [
+        ("inv.public.customers", None, False),
+        ("inv.stock.items", None, False),
+    ]
+    assert dict(refs[0].source)["database.dbname"] == "inventory"
+
+
+def test_the_project_option_reaches_every_command(tmp_path: Path) -> None:
+    (project(tmp_path) / "schemas").mkdir()
+    (tmp_path / "schemas" / "lake.json").write_text('{"soft_delete": ["orders"]}')
+    result = changelake("--project", str(tmp_path), "run", "--once", check=False)
+    assert result.returncode == 1
+    assert f"{tmp_path / 'schemas' / 'lake.json'}: soft_delete: no captured table orders" in (
+        result.stderr
+    )
+
+
+def test_two_captured_tables_of_one_name_are_refused_naming_both(tmp_path: Path) -> None:
+    other = {**CONNECTOR, "name": "crm"}
+    other["config"] = {**CONNECTOR["config"], "topic.prefix": "crm", "slot.name": "crm"}
+    (project(tmp_path) / "connectors" / "crm.json").write_text(json.dumps(other))
+    with pytest.raises(ConfigError) as refused:
+        tables.captured(load_settings({"CHANGELAKE_PROJECT": str(tmp_path)}))
+    assert refused.value.message == (
+        "two captured tables are named customers: crm.public.customers (connector crm) and "
+        "inv.public.customers (connector inventory)"
+    )
