@@ -139,10 +139,15 @@ def source_of_table(settings: Settings, ref: TableRef) -> Source:
     return source_of(settings, dict(ref.source))
 
 
+def slot_tables(refs: Iterable[TableRef]) -> dict[str, TableRef]:
+    """Each replication slot the tables are read through (in order), and one table read
+    through it: what its connector's settings are read from."""
+    return {r.slot: r for r in sorted((r for r in refs if r.slot), key=lambda r: r.slot)}
+
+
 def slot_sources(settings: Settings, refs: Iterable[TableRef]) -> dict[str, Source]:
     """Each replication slot the tables are read through, and its source database."""
-    ordered = sorted((r for r in refs if r.slot), key=lambda r: r.slot)
-    return {r.slot: source_of_table(settings, r) for r in ordered}
+    return {slot: source_of_table(settings, r) for slot, r in slot_tables(refs).items()}
 
 
 def captured(

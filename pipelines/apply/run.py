@@ -82,6 +82,7 @@ class Pipeline:
         self.next_discovery = self.next_summary = 0.0
         self.search_client = SearchClient(settings.opensearch_url, settings.search_retry_s, out)
         self.watch = Watch(settings.kafka_bootstrap)
+        self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
         self.next_watch = 0.0
         self.capture = CaptureRestarts(settings.connect_url, out)
         self.compactor = Compactor(
@@ -165,12 +166,7 @@ class Pipeline:
             self.settings.kafka_bootstrap,
             self._schemas(ref),
             self._search(job),
-            KeyChangeGuard(
-                ref,
-                self.settings.kafka_bootstrap,
-                source_of_table(self.settings, ref).dsn(),
-                self.out,
-            ),
+            KeyChangeGuard(ref, self.settings.kafka_bootstrap, self._dsn(ref), self.out),
             None if self.options.once else self.compactor,  # --once compacts as it ends
         )
         return Member(job.applier)
@@ -273,6 +269,13 @@ class Pipeline:
     def _set(self, job: TableJob, state: str) -> None:
         job.state = state
         self._write_state()
+
+    def _dsn(self, ref: TableRef) -> str:
+        """The table's source database, resolved once per connector (its settings do not change
+        while the run lasts; resolving reads the environment and the secrets file)."""
+        if ref.source not in self.dsns:
+            self.dsns[ref.source] = source_of_table(self.settings, ref).dsn()
+        return self.dsns[ref.source]
 
     def _write_state(self, ended: bool = False) -> None:
         write_state(self.settings.run_dir / "pipeline.json", self.started_at, self.jobs, ended)
@@ -388,7 +391,7 @@ class Pipeline:
                 j.ref.name,
                 j.ref.topic,
                 j.ref.slot,
-                source_of_table(self.settings, j.ref).dsn(),
+                self._dsn(j.ref),
                 dict(j.offsets),
             )
             for name, j in self.jobs.items()

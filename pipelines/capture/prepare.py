@@ -59,7 +59,7 @@ def init(settings: Settings, request: Request, output: Path, progress: Progress 
     _check_names(request)
     try:
         with psycopg.connect(request.admin_dsn, connect_timeout=10) as conn:
-            database = str(_one(conn, "SELECT current_database()"))
+            database = str(conn.info.dbname)
             # Where the connection went (PGHOST, PGPORT and service files included).
             server = (conn.info.host, str(conn.info.port))
             if output.exists():
@@ -141,7 +141,7 @@ def _prepare(
     own = (settings.schemas_dir / "changelake.sql").read_text()
     conn.execute(own)
     progress(f"  {HEARTBEAT} and {SIGNAL} present (schemas/changelake.sql)")
-    database = sql.Identifier(str(_one(conn, "SELECT current_database()")))
+    database = sql.Identifier(str(conn.info.dbname))
     run(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, role), "granted CONNECT")
     schemas = sorted({t.split(".")[0] for t in request.tables} | {"changelake"})
     for schema in schemas:

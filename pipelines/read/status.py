@@ -30,7 +30,7 @@ from pipelines.search.client import SearchClient
 from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
 from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists
 from pipelines.sinks.search import SearchSink
-from pipelines.tables import TableRef, source_of_table
+from pipelines.tables import TableRef, slot_tables, source_of_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -234,8 +234,7 @@ def _slots(settings: Settings, refs: list[TableRef], problems: list[str]) -> dic
     """Per replication slot: WAL bytes not yet confirmed by Debezium, and whether it is read;
     read from each slot's source database as its connector's user."""
     found = {}
-    for ref in sorted({r.slot: r for r in refs if r.slot}.values(), key=lambda r: r.slot):
-        name = ref.slot
+    for name, ref in slot_tables(refs).items():
         try:
             source = source_of_table(settings, ref)
             with psycopg.connect(source.dsn(), connect_timeout=3) as conn:

@@ -32,6 +32,7 @@ KNOWN_FAKES: dict[tuple[str, str], str] = {
     ("tests/unit/test_connector_files.py", "secret!"): "shows the loader refuses inline secrets",
     ("tests/integration/test_connectors.py", "hunter2"): "shows `apply` refuses inline passwords",
     ("tests/integration/test_connectors.py", "not-the-password"): "a wrong password, on purpose",
+    ("tests/unit/test_source_checks.py", "s3=cret"): "a properties file's value, resolved",
 }
 
 # A key is password-like when it ends with one of these words (`database.password`,

@@ -45,7 +45,7 @@ def test_a_project_with_only_a_connector_file_captures_its_tables(tmp_path: Path
     assert dict(refs[0].source)["database.dbname"] == "inventory"
 
 
-def test_the_project_option_reaches_every_command(tmp_path: Path) -> None:
+def test_the_project_option_is_what_a_command_reads(tmp_path: Path) -> None:
     (project(tmp_path) / "schemas").mkdir()
     (tmp_path / "schemas" / "lake.json").write_text('{"soft_delete": ["orders"]}')
     result = changelake("--project", str(tmp_path), "run", "--once", check=False)
