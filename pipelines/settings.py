@@ -91,6 +91,9 @@ class Settings:
     connect_port: int
     opensearch_port: int
     opensearch_transport_port: int
+    # A long `changelake run` serves queries on Spark Connect here, bound to loopback (another
+    # port when this one is taken, see read/served.py).
+    spark_connect_port: int
     service_user: str
     java_home: Path
     vendor: Path
@@ -204,6 +207,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         connect_port=_port(env, "CHANGELAKE_CONNECT_PORT", 8083),
         opensearch_port=_port(env, "CHANGELAKE_OPENSEARCH_PORT", 9200),
         opensearch_transport_port=_port(env, "CHANGELAKE_OPENSEARCH_TRANSPORT_PORT", 9300),
+        spark_connect_port=_port(env, "CHANGELAKE_SPARK_CONNECT_PORT", 15002),
         service_user=env.get("CHANGELAKE_SERVICE_USER", "changelake"),
         java_home=Path(env.get("JAVA_HOME") or "/usr/lib/jvm/java-17-openjdk-amd64"),
         spark_master=env.get("CHANGELAKE_SPARK_MASTER") or "local[2]",

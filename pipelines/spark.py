@@ -49,8 +49,11 @@ def _bundled_jars() -> Path:
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
-def session(settings: Settings, app: str = "changelake", ui: bool = False) -> SparkSession:
-    """The pipeline's Spark session (get-or-create: one per process)."""
+def session(
+    settings: Settings, app: str = "changelake", ui: bool = False, serve_port: int | None = None
+) -> SparkSession:
+    """The pipeline's Spark session (get-or-create: one per process). `serve_port`: also serve
+    Spark Connect there, on loopback (only a session this call creates can)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("JAVA_HOME", str(settings.java_home))
@@ -86,6 +89,12 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
         # Delta rebuilds a table's state with this many tasks (default 50): a few suffice here.
         .config("spark.databricks.delta.snapshotPartitions", "2")
     )
+    if serve_port is not None:
+        builder = (
+            builder.config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+            .config("spark.connect.grpc.binding.address", "127.0.0.1")
+            .config("spark.connect.grpc.binding.port", str(serve_port))
+        )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -93,14 +102,14 @@ def session(settings: Settings, app: str = "changelake", ui: bool = False) -> Sp
 
 @contextmanager
 def owned_session(
-    settings: Settings, app: str = "changelake", ui: bool = False
+    settings: Settings, app: str = "changelake", ui: bool = False, serve_port: int | None = None
 ) -> Iterator[SparkSession]:
     """A command's session, stopped when the command ends, unless the caller already had one
     (a notebook, the test suite): that session is theirs to stop, and stays usable."""
     from pyspark.sql import SparkSession
 
     had = SparkSession.getActiveSession() is not None
-    spark = session(settings, app, ui)
+    spark = session(settings, app, ui, serve_port)
     try:
         yield spark
     finally:

@@ -43,6 +43,7 @@ def run(
     out: Out = print,
     discover: Discover | None = None,
 ) -> int:
+    from pipelines.read.served import port_for, serving
     from pipelines.spark import owned_session
 
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
@@ -52,10 +53,14 @@ def run(
         CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
         for slot, source in slot_sources(settings, refs).items():
             wait_caught_up(source, slot, say=out)
-    with owned_session(settings) as spark:
+    serve_port = None if options.once else port_for(settings)  # queries, while it runs
+    with owned_session(settings, serve_port=serve_port) as spark:
         lakefs.ensure_writable(spark, settings.lake, "lake")
         lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
         pipeline = Pipeline(spark, settings, refs, options, out, discover)
         out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
-        with stop_on_signals(pipeline):
-            return pipeline.run()
+        with serving(spark, settings, lambda: [j.ref for j in pipeline.jobs.values()]) as served:
+            if served is not None:
+                out(f"serving queries on Spark Connect at sc://127.0.0.1:{served.port}")
+            with stop_on_signals(pipeline):
+                return pipeline.run()

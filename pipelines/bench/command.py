@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import kafka_io
-from pipelines.bench import pipeline_runs, resources, source, stages
+from pipelines.bench import pipeline_runs, query_latency, resources, source, stages
 from pipelines.bench.connector_pair import ConnectorPair
 from pipelines.bench.pgbench_load import PgbenchRun, run_pgbench
 from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
@@ -233,9 +233,13 @@ class Bench:
             )
             # Bounded: after a step the pipeline could not sustain, the backlog may take long.
             self._wait(self._applied_everything, "the pipeline to catch up", 180, required=False)
+            queries = query_latency.served(self.env, source.TABLES[0])
+            self.say(f"bench: query through the running pipeline p50 {queries['served_p50']:.2f} s")
         finally:
             moments = watch.stop()
             pipeline.stop()
+        queries["local_s"] = query_latency.timed_query(self.env, queries["sql"])[0]
+        self.figures["query"] = queries
         return steps, {"ends": ends, "index": moments}
 
     def _pipeline_log(self) -> Path:
@@ -353,6 +357,7 @@ class Bench:
             "ratios": {},
             "resources": {name: u.as_dict() for name, u in usage.items()},
             "timeline": timeline(steps, seen),
+            "query": f.get("query"),
             "rounds": round_figures(self._pipeline_log().read_text(errors="replace").splitlines()),
         }
 

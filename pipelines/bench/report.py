@@ -23,6 +23,7 @@ from typing import Any, NotRequired, Required, TypedDict, cast
 
 from pipelines.bench import markdown as md
 from pipelines.bench.plot import plot
+from pipelines.bench.query_latency import QueryFigures, query_section
 from pipelines.bench.records import RecordFigures, records_section
 from pipelines.bench.rounds import RoundFigures, rounds_section
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
@@ -115,6 +116,7 @@ class _Later(TypedDict, total=False):
 
     rounds: RoundFigures | None  # where the streaming run's time went
     records: RecordFigures | None  # change records by converter: changelake's and the stock one
+    query: QueryFigures | None  # `changelake query` through the running pipeline, and alone
 
 
 class Results(_Later):
@@ -385,6 +387,7 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         _steps_table(results),
         *records_section(results.get("records")),
         *rounds_section(results.get("rounds")),
+        *query_section(results.get("query")),
         "## Resources",
         "CPU seconds and peak resident memory (sum over each service's processes; shared memory "
         "counts once per process that maps it).",

@@ -62,12 +62,17 @@ def open_query(settings: Settings, sql: str) -> tuple[DataFrame, list[str]]:
     names, for error hints."""
     from pyspark.errors import PySparkException
 
+    from pipelines.read.served import connect
     from pipelines.spark import session
 
     _refuse_writes(sql)
-    spark = session(settings, app="changelake-query")
-    _quiet(spark)
-    views = register_views(spark, settings)
+    served = connect(settings, sql)  # the running pipeline's warm session, if one serves this lake
+    if served is not None:
+        spark, views = served
+    else:
+        spark = session(settings, app="changelake-query")
+        _quiet(spark)
+        views = register_views(spark, settings)
     try:
         return spark.sql(sql), views
     except PySparkException as exc:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,11 +32,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import lakefs
 from pipelines.changelog.decode import LSN, OP, SOURCE_TS
 from pipelines.changelog.evolution import Evolution
 from pipelines.changelog.plan import Truncate
 from pipelines.exceptions import RetryableError
+from pipelines.sinks import delta_log
 
 if TYPE_CHECKING:
     from pipelines.tables import TableRef
@@ -66,7 +65,7 @@ _TXN_APP, _TXN_VERSION = (
     "spark.databricks.delta.write.txnVersion",
 )
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-_COMMIT_FILE = re.compile(r"\d{20}\.json")  # a commit in _delta_log (not a checkpoint or checksum)
+LOOK_BACK = 50  # commits searched for the newest one with changelake's metadata
 
 
 def furthest(offsets: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:
@@ -104,11 +103,16 @@ class CommitMeta:
 
 def latest_commit(spark: SparkSession, path: str) -> tuple[int, CommitMeta | None]:
     """A Delta table's newest version, and the newest commit metadata at or before it (schema
-    changes and deletes record none)."""
-    history = DeltaTable.forPath(spark, path).history(50)
-    rows = history.select("version", "userMetadata").collect()
-    metas = (CommitMeta.parse(row[1]) for row in rows)
-    return int(rows[0][0]), next((m for m in metas if m is not None), None)
+    changes and deletes record none), from its commit files (see sinks/delta_log.py)."""
+    version = delta_log.newest_version(spark, path)
+    if version < 0:
+        raise LookupError(f"no Delta table at {path}")
+    for v in range(version, max(-1, version - LOOK_BACK), -1):
+        info = delta_log.commit_info(spark, path, v)
+        meta = CommitMeta.parse(info.get("userMetadata")) if info else None
+        if meta is not None:
+            return version, meta
+    return version, None
 
 
 def data_schema(spark: SparkSession, path: str, skip: set[str]) -> T.StructType:
@@ -189,13 +193,10 @@ class DeltaSink:
     def written_rows(self) -> int:
         """The rows the table's newest commit wrote, from the metrics in its commit file: no
         scan of the data, and none of the jobs reading the history would start."""
-        log = f"{self.path.rstrip('/')}/_delta_log"
-        newest = max(n for n in lakefs.names(self.spark, log) if _COMMIT_FILE.fullmatch(n))
-        for line in lakefs.read_text(self.spark, f"{log}/{newest}").splitlines():
-            info = json.loads(line).get("commitInfo")
-            if info is not None:
-                return int(info.get("operationMetrics", {}).get("numOutputRows", 0))
-        return 0
+        info = delta_log.commit_info(
+            self.spark, self.path, delta_log.newest_version(self.spark, self.path)
+        )
+        return int((info or {}).get("operationMetrics", {}).get("numOutputRows", 0))
 
     def evolve(self, evolution: Evolution) -> None:
         evolve(self.spark, self.path, evolution)

@@ -1,0 +1,68 @@
+"""A Delta table's newest version and commit information, read from its `_delta_log` files.
+
+`DeltaTable.history()` answers the same with a Spark job over the last commits (0.3 to 2.5 s on a
+busy pipeline); every reader of a table asks it twice (base table and changelog), and the running
+pipeline asks it whenever it serves a new version to queries. Commit files are what Delta itself
+reads: `_last_checkpoint` says where the newest checkpoint is, the commits after it are found by
+probing `<version>.json` upwards (a checkpoint is written every ten commits), and a commit's
+`commitInfo` line holds its userMetadata and operation metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
+
+from pipelines import lakefs
+
+_PROBES = 200  # beyond this many commits after the checkpoint, list the directory instead
+
+
+def log_dir(path: str) -> str:
+    return f"{path.rstrip('/')}/_delta_log"
+
+
+def commit_file(path: str, version: int) -> str:
+    return f"{log_dir(path)}/{version:020d}.json"
+
+
+def newest_version(spark: SparkSession, path: str, known: int = -1) -> int:
+    """The table's newest committed version (-1: no commit). `known`: a version already seen,
+    to probe on from (the running pipeline's views ask every half second)."""
+    if known >= 0 and not lakefs.exists(spark, commit_file(path, known)):
+        known = -1  # the table was deleted (and maybe made again, by a resnapshot) since
+    version = max(known, _checkpointed(spark, path))
+    for _ in range(_PROBES):
+        if not lakefs.exists(spark, commit_file(path, version + 1)):
+            return version
+        version += 1
+    listed = [int(n[:20]) for n in lakefs.names(spark, log_dir(path)) if _is_commit(n)]
+    return max(listed, default=version)
+
+
+def commit_info(spark: SparkSession, path: str, version: int) -> dict[str, Any] | None:
+    """The `commitInfo` of one commit (None: the commit file is gone or has none)."""
+    try:
+        text = lakefs.read_text(spark, commit_file(path, version))
+    except Py4JJavaError:  # removed by log cleanup after its retention: nothing to tell
+        return None
+    for line in text.splitlines():
+        info = json.loads(line).get("commitInfo") if line.strip() else None
+        if isinstance(info, dict):
+            return info
+    return None
+
+
+def _checkpointed(spark: SparkSession, path: str) -> int:
+    try:
+        doc = json.loads(lakefs.read_text(spark, f"{log_dir(path)}/_last_checkpoint"))
+    except (Py4JJavaError, ValueError):  # none yet (under ten commits), or caught mid-write
+        return -1
+    return int(doc.get("version", -1)) if isinstance(doc, dict) else -1
+
+
+def _is_commit(name: str) -> bool:
+    return len(name) == 25 and name.endswith(".json") and name[:20].isdigit()
