@@ -20,10 +20,14 @@ def read(path: Path) -> Any:
         ) from exc
 
 
-def write_atomically(path: Path, doc: Any) -> None:
+def write_atomically(path: Path, doc: Any, mode: int | None = None) -> None:
     """Write `doc` so a reader (or a process killed mid-write) sees the old file or the new one,
-    never half of one: a temporary file beside it, then a rename."""
+    never half of one: a temporary file beside it, then a rename. `mode`: the file's
+    permissions, set before anything is written (for a file holding a secret)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
+    if mode is not None:
+        tmp.unlink(missing_ok=True)
+        tmp.touch(mode=mode)
     tmp.write_text(json.dumps(doc, indent=2))
     tmp.replace(path)

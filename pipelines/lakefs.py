@@ -23,6 +23,17 @@ def exists(spark: SparkSession, path: str) -> bool:
     return bool(fs.exists(hpath))
 
 
+def modified_ms(spark: SparkSession, path: str) -> int | None:
+    """When the file at `path` was last written (ms since the epoch); None: no such file."""
+    fs, hpath = _fs(spark, path)
+    try:
+        return int(fs.getFileStatus(hpath).getModificationTime())
+    except Exception as exc:  # py4j wraps the JVM's FileNotFoundException
+        if "FileNotFoundException" in str(exc):
+            return None
+        raise
+
+
 def delete(spark: SparkSession, path: str) -> None:
     fs, hpath = _fs(spark, path)
     fs.delete(hpath, True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,13 +51,19 @@ def _bundled_jars() -> Path:
 
 
 def session(
-    settings: Settings, app: str = "changelake", ui: bool = False, serve_port: int | None = None
+    settings: Settings,
+    app: str = "changelake",
+    ui: bool = False,
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """The pipeline's Spark session (get-or-create: one per process). `serve_port`: also serve
-    Spark Connect there, on loopback (only a session this call creates can)."""
+    """The pipeline's Spark session (get-or-create: one per process). `conf`: more settings,
+    such as serving Spark Connect (they count only for a session this call creates)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("JAVA_HOME", str(settings.java_home))
+    # Python workers run this interpreter, with its packages (pyarrow): not whatever `python3` is
+    # first on the PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if settings.spark_master.startswith("local"):
         # The driver's ports stay on loopback, like every other local service.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -89,12 +96,8 @@ def session(
         # Delta rebuilds a table's state with this many tasks (default 50): a few suffice here.
         .config("spark.databricks.delta.snapshotPartitions", "2")
     )
-    if serve_port is not None:
-        builder = (
-            builder.config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
-            .config("spark.connect.grpc.binding.address", "127.0.0.1")
-            .config("spark.connect.grpc.binding.port", str(serve_port))
-        )
+    for name, value in (conf or {}).items():
+        builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -102,14 +105,17 @@ def session(
 
 @contextmanager
 def owned_session(
-    settings: Settings, app: str = "changelake", ui: bool = False, serve_port: int | None = None
+    settings: Settings,
+    app: str = "changelake",
+    ui: bool = False,
+    conf: Mapping[str, str] | None = None,
 ) -> Iterator[SparkSession]:
     """A command's session, stopped when the command ends, unless the caller already had one
     (a notebook, the test suite): that session is theirs to stop, and stays usable."""
     from pyspark.sql import SparkSession
 
     had = SparkSession.getActiveSession() is not None
-    spark = session(settings, app, ui, serve_port)
+    spark = session(settings, app, ui, conf)
     try:
         yield spark
     finally:

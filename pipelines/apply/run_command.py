@@ -43,7 +43,7 @@ def run(
     out: Out = print,
     discover: Discover | None = None,
 ) -> int:
-    from pipelines.read.served import port_for, serving
+    from pipelines.read.served import port_for, server_conf, serving
     from pipelines.spark import owned_session
 
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
@@ -53,8 +53,8 @@ def run(
         CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
         for slot, source in slot_sources(settings, refs).items():
             wait_caught_up(source, slot, say=out)
-    serve_port = None if options.once else port_for(settings)  # queries, while it runs
-    with owned_session(settings, serve_port=serve_port) as spark:
+    serve = None if options.once else server_conf(port_for(settings))  # queries, while it runs
+    with owned_session(settings, conf=serve) as spark:
         lakefs.ensure_writable(spark, settings.lake, "lake")
         lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
         pipeline = Pipeline(spark, settings, refs, options, out, discover)

@@ -115,7 +115,8 @@ _VARIABLE_DECIMAL = T.StructType(
 
 
 def _variable_decimal(c: Column) -> Column:
-    udf = F.udf(_decimal_text, T.StringType())
+    # Row at a time, as written (with pandas installed Spark would batch it through Arrow).
+    udf = F.udf(_decimal_text, T.StringType(), useArrow=False)
     return udf(c)
 
 

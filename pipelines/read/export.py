@@ -46,7 +46,7 @@ def export(settings: Settings, sql: str, fmt: str, output: Path | None, say: Say
     """Run `sql` and write its result as `fmt` to `output` (stdout when None); returns the rows."""
     if fmt == "parquet" and output is None:
         raise ConfigError("--parquet needs --output FILE (Parquet is not for a terminal)")
-    df, views = open_query(settings, sql)
+    df, views = open_query(settings, sql, served=fmt != "parquet")
     if output is None:
         return _write_text(df, views, fmt, sys.stdout)
     tmp = output.with_name(f".{output.name}.{uuid.uuid4().hex[:8]}.tmp")

@@ -57,18 +57,20 @@ def register_views(spark: SparkSession, settings: Settings) -> list[str]:
     return views
 
 
-def open_query(settings: Settings, sql: str) -> tuple[DataFrame, list[str]]:
+def open_query(settings: Settings, sql: str, served: bool = True) -> tuple[DataFrame, list[str]]:
     """One read-only SQL statement over the lake's views, planned (not yet run); and the view
-    names, for error hints."""
+    names, for error hints. `served`: through the running pipeline's session when one serves
+    this lake (not for a Parquet export, which the pipeline's process would write)."""
     from pyspark.errors import PySparkException
 
     from pipelines.read.served import connect
     from pipelines.spark import session
 
     _refuse_writes(sql)
-    served = connect(settings, sql)  # the running pipeline's warm session, if one serves this lake
-    if served is not None:
-        spark, views = served
+    names = [ref.name for ref in tables.captured(settings)]
+    remote = connect(settings, sql, names) if served else None  # the run's warm session
+    if remote is not None:
+        spark, views = remote
     else:
         spark = session(settings, app="changelake-query")
         _quiet(spark)

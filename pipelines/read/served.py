@@ -11,15 +11,19 @@ no Delta log to rebuild. Without one it opens a local session, as before.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
 import os
 import re
+import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +37,11 @@ if TYPE_CHECKING:
     from pipelines.tables import TableRef
 
 PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
-TICK_S = 0.5  # how often the views look for new versions (a listing-free probe per table)
+TICK_S = 0.2  # how often the thread looks for a query's request
+WARM_S = 60.0  # after a request, views follow every version this long (a burst of queries)
+FRESH_WAIT_S = 5.0  # how long a query waits for the views to catch up with its request
+PORT_RETRIES = 16  # Spark tries the next port when one is taken between our probe and its bind
+Stamp = tuple[int, int, int, int]  # base version and commit time, changelog version and time
 log = logging.getLogger(__name__)
 
 
@@ -41,11 +49,17 @@ def served_file(settings: Settings) -> Path:
     return settings.run_dir / "served.json"
 
 
+def request_file(settings: Settings) -> Path:
+    """A query touches it; the views are brought up to date for it (see ServedViews)."""
+    return settings.run_dir / "served-request"
+
+
 def port_for(settings: Settings) -> int:
     """The configured port if it is free, else any free one: a second pipeline (another project)
     must not fail to start because the first one serves queries."""
     for port in (settings.spark_connect_port, 0):
         with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
@@ -54,89 +68,129 @@ def port_for(settings: Settings) -> int:
     raise OSError("no free port on 127.0.0.1")
 
 
+def server_conf(port: int) -> dict[str, str]:
+    """The Spark settings that make a session serve Spark Connect: on loopback, and only to
+    whoever can read served.json (mode 0600), which holds the token."""
+    return {
+        "spark.plugins": PLUGIN,
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.connect.grpc.port.maxRetries": str(PORT_RETRIES),
+        "spark.connect.authenticate.token": secrets.token_urlsafe(32),
+    }
+
+
 class ServedViews:
-    """The global temporary views of the tables `refs()` names, kept at their newest versions by
-    a daemon thread; a table that cannot be read now keeps its last view and is tried again."""
+    """The global temporary views of the tables `refs()` names, brought to their newest versions
+    by a daemon thread when a query asks (it touches `served-request`; `fresh` in served.json
+    answers with the request's time), and for WARM_S after it. Nobody querying costs the
+    pipeline a file check per tick, not a view rebuild per batch. A table that cannot be read
+    now keeps its last view and is tried again; one whose base table is gone (a resnapshot)
+    loses its view until it is back."""
 
     def __init__(self, spark: SparkSession, settings: Settings, refs: Callable[[], list[TableRef]]):
         self.spark, self.settings, self.refs = spark, settings, refs
-        self.port = 0
-        self.versions: dict[str, tuple[int, int]] = {}
+        self.port, self.token = 0, ""
+        self.stamps: dict[str, Stamp] = {}
+        self.fresh = 0.0  # the newest request the views have been brought up to date for
         self._failing: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="served-views", daemon=True)
 
     def _loop(self) -> None:
-        while not self._stop.wait(TICK_S):
-            try:
-                refs = list(self.refs())
-            except RuntimeError:  # the run added a table while we looked: next tick
-                continue
-            served = set(self.versions)
-            for ref in refs:
-                self.refresh(ref.name, ref.path(self.settings.lake), ref.soft_delete)
-            self.refresh_errors()
-            if set(self.versions) != served:
-                self._write()
+        try:
+            while not self._stop.wait(TICK_S):
+                asked = _mtime(request_file(self.settings))
+                if asked <= self.fresh and time.time() - asked > WARM_S:
+                    continue  # nobody asked lately
+                try:
+                    self.tick()
+                except Exception as exc:  # a bad tick (the lake unreachable): the next one
+                    log.warning("query views not refreshed: %s", str(exc).splitlines()[0])
+                    continue
+                if asked > self.fresh:
+                    self.fresh = asked
+                    self._publish()
+        finally:  # views that no longer follow the tables must not be advertised
+            self._unpublish()
 
-    def refresh(self, name: str, path: str, soft_delete: bool) -> bool:
-        """Rebuild `name`'s view if its base table or changelog has a new version; whether it
-        did."""
+    def tick(self) -> None:
+        try:
+            refs = list(self.refs())
+        except RuntimeError:  # the run added a table while we looked: next tick
+            return
+        from pipelines.read.query import ERRORS_VIEW, errors_path
+
+        served = set(self.stamps)
+        for ref in refs:
+            self.refresh(ref.name, ref.path(self.settings.lake), ref.soft_delete)
+        self.refresh(ERRORS_VIEW, errors_path(self.settings), plain=True)
+        if set(self.stamps) != served:
+            self._publish()
+
+    def refresh(self, name: str, path: str, soft_delete: bool = False, plain: bool = False) -> None:
+        """Rebuild `name`'s view if its base table or changelog changed (`plain`: a Delta table
+        without a changelog)."""
         from pipelines.read.table import read_table
         from pipelines.sinks.changelog import changelog_of
-        from pipelines.sinks.delta_log import newest_version
+        from pipelines.sinks.delta_log import stamp
 
-        seen = self.versions.get(name, (-1, -1))
+        seen = self.stamps.get(name, (-1, 0, -1, 0))
         try:
-            now = (
-                newest_version(self.spark, path, seen[0]),
-                newest_version(self.spark, changelog_of(path), seen[1]),
+            log_stamp = (-1, 0) if plain else stamp(self.spark, changelog_of(path), seen[2])
+            now: Stamp = (*stamp(self.spark, path, seen[0]), *log_stamp)
+            if now[0] < 0:  # no table (yet, or again): no view
+                if self.stamps.pop(name, None) is not None:
+                    self.spark.catalog.dropGlobalTempView(name)
+                return
+            if now == seen:
+                return
+            rows = (
+                self.spark.read.format("delta").load(path)
+                if plain
+                else read_table(self.spark, path, soft_delete).rows
             )
-            if now == seen or now[0] < 0:  # unchanged, or no snapshot yet
-                return False
-            read_table(self.spark, path, soft_delete).rows.createOrReplaceGlobalTempView(name)
+            rows.createOrReplaceGlobalTempView(name)
         except Exception as exc:  # never the pipeline's problem: the next tick tries again
             if name not in self._failing:
                 log.warning("query view %s not refreshed: %s", name, str(exc).splitlines()[0])
             self._failing.add(name)
-            return False
+            return
         self._failing.discard(name)
-        self.versions[name] = now
-        return True
+        self.stamps[name] = now
 
-    def refresh_errors(self) -> None:
-        from pipelines.read.query import ERRORS_VIEW, errors_path
-        from pipelines.sinks.delta_log import newest_version
-
-        path = errors_path(self.settings)
-        seen = self.versions.get(ERRORS_VIEW, (-1, -1))
-        now = (newest_version(self.spark, path, seen[0]), -1)
-        if now != seen and now[0] >= 0:
-            self.spark.read.format("delta").load(path).createOrReplaceGlobalTempView(ERRORS_VIEW)
-            self.versions[ERRORS_VIEW] = now
-
-    def start(self, port: int) -> None:
-        self.port = port
-        self._write()
+    def start(self) -> None:
+        """Serve the session's Connect server (the port it bound, the token it expects)."""
+        jvm = self.spark._jvm
+        assert jvm is not None
+        service = getattr(jvm.org.apache.spark.sql.connect.service, "SparkConnectService$")
+        self.port = int(getattr(service, "MODULE$").localPort())  # a Scala object's one instance
+        self.token = self.spark.conf.get("spark.connect.authenticate.token") or ""
+        self._publish()
         self._thread.start()
 
-    def _write(self) -> None:
-        """served.json: where, which lake, and the views (so a query needs no catalog call)."""
+    def _publish(self) -> None:
+        """served.json: where, the token, which lake, and the views (no catalog call needed)."""
         doc = {
             "pid": os.getpid(),
             "port": self.port,
+            "token": self.token,
             "lake": self.settings.lake,
-            "views": sorted(self.versions),
+            "views": sorted(self.stamps),
+            "fresh": self.fresh,
         }
-        jsonfile.write_atomically(served_file(self.settings), doc)
+        jsonfile.write_atomically(served_file(self.settings), doc, mode=0o600)
+
+    def _unpublish(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(served_file(self.settings).read_text()).get("pid") == os.getpid():
+                served_file(self.settings).unlink()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(served_file(self.settings).read_text()).get("pid") == os.getpid():
-                served_file(self.settings).unlink()
+        self._unpublish()
 
 
 @contextmanager
@@ -145,12 +199,16 @@ def serving(
 ) -> Iterator[ServedViews | None]:
     """Views served while the block runs, if this session runs the Connect server (a session
     someone else created, such as the test suite's, does not: then nothing is served)."""
-    port = spark.conf.get("spark.connect.grpc.binding.port", None)
-    if PLUGIN not in (spark.conf.get("spark.plugins", "") or "") or port is None:
+    if PLUGIN not in (spark.conf.get("spark.plugins", "") or ""):
         yield None
         return
     views = ServedViews(spark, settings, refs)
-    views.start(int(port))
+    try:
+        views.start()
+    except Exception as exc:  # queries go without the pipeline; the pipeline never without them
+        log.warning("not serving queries: %s", str(exc).splitlines()[0])
+        yield None
+        return
     try:
         yield views
     finally:
@@ -160,46 +218,99 @@ def serving(
 # --- the query's side --------------------------------------------------------------------------
 
 
-def served_views(settings: Settings) -> tuple[int, list[str]] | None:
-    """The port and views of a live pipeline serving this lake, if one answers."""
+@dataclass(frozen=True)
+class Served:
+    port: int
+    token: str
+    views: list[str]
+    fresh: float  # the newest request its views are up to date for (a file time)
+
+
+def served_views(settings: Settings) -> Served | None:
+    """Where a live pipeline serving this lake answers, and its views, if one does."""
     try:
         doc = json.loads(served_file(settings).read_text())
-        pid, port, views = int(doc["pid"]), int(doc["port"]), [str(v) for v in doc["views"]]
+        pid = int(doc["pid"])
+        views = [str(v) for v in doc["views"]]
+        served = Served(int(doc["port"]), str(doc["token"]), views, float(doc["fresh"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if doc.get("lake") != settings.lake or not alive(pid):
         return None
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        socket.create_connection(("127.0.0.1", served.port), timeout=0.5).close()
     except OSError:
         return None
-    return port, views
+    return served
+
+
+def words(sql: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
 
 
 def mentioned(views: list[str], sql: str) -> list[str]:
     """The views whose names occur in `sql` as words: a statement can read no other (naming
     each view costs a round trip to the server)."""
-    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
-    return [v for v in views if v.lower() in words]
+    named = words(sql)
+    return [v for v in views if v.lower() in named]
 
 
-def connect(settings: Settings, sql: str) -> tuple[SparkSession, list[str]] | None:
+def connect(
+    settings: Settings, sql: str, tables: list[str]
+) -> tuple[SparkSession, list[str]] | None:
     """A Connect session on the running pipeline, with the views `sql` names under their bare
-    names, and every view's name; None
-    when no pipeline serves this lake (or this process already has a local session, as the test
-    suite's in-process commands do: Connect and classic sessions do not share a process well)."""
+    names, and every view's name; None (a local session answers) when no pipeline serves this
+    lake, when `sql` names one of `tables` it does not serve (a run of some tables only), or
+    when this process has a local session already (the test suite's in-process commands)."""
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    served = served_views(settings)
-    if served is None or SparkSession.getActiveSession() is not None:
+    if SparkSession.getActiveSession() is not None or served_views(settings) is None:
         return None
-    port, views = served
-    spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+    served = brought_up_to_date(settings)
+    if served is None or set(mentioned(tables, sql)) - set(served.views):
+        return None
+    url = f"sc://localhost:{served.port}/;token={served.token}"
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    # Seconds, not pyspark's ten minutes of retries, before a gone pipeline means a local query.
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
+    show = sql.strip().lower().startswith("show")
     try:
-        for name in mentioned(views, sql):
+        for name in served.views if show else mentioned(served.views, sql):
             spark.table(f"global_temp.{name}").createOrReplaceTempView(name)
     except Exception as exc:  # the pipeline stopped in between: a local session answers
         log.info("the running pipeline did not answer (%s); querying locally", exc)
-        spark.stop()
+        with contextlib.suppress(Exception):
+            spark.stop()
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # set by remote(); classic refuses it
         return None
-    return spark, views
+    atexit.register(_release, spark)  # the server keeps a session until told (or an hour)
+    return spark, served.views
+
+
+def brought_up_to_date(settings: Settings, timeout_s: float = FRESH_WAIT_S) -> Served | None:
+    """Ask the pipeline to bring its views up to date, and wait until it says it has (or, past
+    `timeout_s`, take the views as they are: a busy pipeline answers with what it has)."""
+    request = request_file(settings)
+    request.touch()
+    asked, deadline = _mtime(request), time.monotonic() + timeout_s
+    while True:
+        served = served_views(settings)
+        if served is None or served.fresh >= asked:
+            return served
+        if time.monotonic() > deadline:
+            log.info("the running pipeline's views may trail its newest commits")
+            return served
+        time.sleep(0.02)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _release(spark: SparkSession) -> None:
+    with contextlib.suppress(Exception):
+        spark.stop()

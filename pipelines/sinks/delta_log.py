@@ -32,9 +32,10 @@ def commit_file(path: str, version: int) -> str:
 def newest_version(spark: SparkSession, path: str, known: int = -1) -> int:
     """The table's newest committed version (-1: no commit). `known`: a version already seen,
     to probe on from (the running pipeline's views ask every half second)."""
-    if known >= 0 and not lakefs.exists(spark, commit_file(path, known)):
-        known = -1  # the table was deleted (and maybe made again, by a resnapshot) since
-    version = max(known, _checkpointed(spark, path))
+    if known >= 0 and lakefs.exists(spark, commit_file(path, known)):
+        version = known
+    else:  # first look, or the table was deleted (and maybe made again) since
+        version = _checkpointed(spark, path)
     for _ in range(_PROBES):
         if not lakefs.exists(spark, commit_file(path, version + 1)):
             return version
@@ -43,12 +44,22 @@ def newest_version(spark: SparkSession, path: str, known: int = -1) -> int:
     return max(listed, default=version)
 
 
+def stamp(spark: SparkSession, path: str, known: int = -1) -> tuple[int, int]:
+    """The newest version and when its commit was written: a table made again (a resnapshot)
+    up to the same version still reads as changed."""
+    version = newest_version(spark, path, known)
+    written = lakefs.modified_ms(spark, commit_file(path, version)) if version >= 0 else None
+    return version, written or 0
+
+
 def commit_info(spark: SparkSession, path: str, version: int) -> dict[str, Any] | None:
     """The `commitInfo` of one commit (None: the commit file is gone or has none)."""
     try:
         text = lakefs.read_text(spark, commit_file(path, version))
-    except Py4JJavaError:  # removed by log cleanup after its retention: nothing to tell
-        return None
+    except Py4JJavaError as exc:
+        if "FileNotFoundException" in str(exc):  # removed by log cleanup: nothing to tell
+            return None
+        raise  # an unreadable log must not pass for an older commit's metadata
     for line in text.splitlines():
         info = json.loads(line).get("commitInfo") if line.strip() else None
         if isinstance(info, dict):

@@ -6,15 +6,24 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
+import threading
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from pipelines.bench.query_latency import QueryFigures, query_section
-from pipelines.read.served import mentioned, port_for, served_views
+from pipelines.read import served
+from pipelines.read.served import Served, ServedViews, mentioned, port_for, served_views
 from pipelines.settings import Settings, load_settings
+from pipelines.sinks.delta import CommitMeta
+
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 @pytest.fixture
@@ -42,7 +51,14 @@ def test_a_taken_port_gives_way_to_a_free_one() -> None:
 
 def _serve(settings: Settings, pid: int, port: int, lake: str) -> None:
     settings.run_dir.mkdir(parents=True, exist_ok=True)
-    doc = {"pid": pid, "port": port, "lake": lake, "views": ["orders"]}
+    doc = {
+        "pid": pid,
+        "port": port,
+        "token": "t0k",
+        "lake": lake,
+        "views": ["orders"],
+        "fresh": 1.0,
+    }
     (settings.run_dir / "served.json").write_text(json.dumps(doc))
 
 
@@ -53,7 +69,7 @@ def test_only_a_live_pipeline_of_the_same_lake_answers(settings: Settings) -> No
         server.listen()
         port = server.getsockname()[1]
         _serve(settings, os.getpid(), port, settings.lake)
-        assert served_views(settings) == (port, ["orders"])
+        assert served_views(settings) == Served(port, "t0k", ["orders"], 1.0)
         _serve(settings, os.getpid(), port, "/another/lake")
         assert served_views(settings) is None
         gone = subprocess.Popen(["true"])
@@ -77,3 +93,67 @@ def test_the_report_says_how_long_queries_took() -> None:
     assert "p50 **1.00 s** over 3 queries (1.20, 0.90, 1.00 s)" in text
     assert "of its own 19.5 s" in text
     assert query_section(None) == []
+
+
+def _table(spark: SparkSession, path: str, ids: range) -> None:
+    meta = CommitMeta("snapshot", "t", {"0": 1}, 1, None, ("id",))
+    spark.conf.set(_USER_METADATA, meta.to_json())
+    try:
+        spark.range(ids.start, ids.stop).write.format("delta").mode("append").save(path)
+    finally:
+        spark.conf.unset(_USER_METADATA)
+
+
+def test_views_follow_their_tables_also_when_made_again(
+    spark: SparkSession, settings: Settings, tmp_path: Path
+) -> None:
+    """A new version shows; a deleted table loses its view; a table made again (a resnapshot)
+    shows its new rows even at the version the old one had."""
+    name, path = f"v_{uuid.uuid4().hex[:8]}", str(tmp_path / "t")
+    views = ServedViews(spark, settings, list)
+
+    def served() -> list[int] | None:
+        views.refresh(name, path)
+        if not spark.catalog.tableExists(f"global_temp.{name}"):
+            return None
+        return sorted(r[0] for r in spark.table(f"global_temp.{name}").collect())
+
+    assert served() is None  # no table yet
+    _table(spark, path, range(3))
+    assert served() == [0, 1, 2]
+    _table(spark, path, range(3, 4))
+    assert served() == [0, 1, 2, 3]
+    shutil.rmtree(path)
+    assert served() is None
+    _table(spark, path, range(10, 12))
+    _table(spark, path, range(12, 13))  # version 1 again, as before the delete
+    assert served() == [10, 11, 12]
+    shutil.rmtree(path)
+    time.sleep(0.01)  # a later commit time (the stamp is in milliseconds)
+    _table(spark, path, range(20, 21))
+    _table(spark, path, range(21, 22))
+    assert served() == [20, 21]  # same version as the view's, another table
+
+
+def test_a_query_waits_for_views_up_to_date_with_its_request(settings: Settings) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        _serve(settings, os.getpid(), port, settings.lake)  # fresh as of 1970: behind
+        began = time.monotonic()
+        assert served.brought_up_to_date(settings, timeout_s=0.3) is not None
+        assert time.monotonic() - began >= 0.3  # waited, then took the views as they are
+
+        def pipeline_answers() -> None:  # as ServedViews does, once the request is there
+            time.sleep(0.1)
+            asked = (settings.run_dir / "served-request").stat().st_mtime
+            doc = json.loads((settings.run_dir / "served.json").read_text())
+            (settings.run_dir / "served.json").write_text(json.dumps({**doc, "fresh": asked}))
+
+        answer = threading.Thread(target=pipeline_answers)
+        answer.start()
+        began = time.monotonic()
+        assert served.brought_up_to_date(settings, timeout_s=5) is not None
+        answer.join()
+        assert time.monotonic() - began < 2  # answered: not the whole timeout
