@@ -33,6 +33,7 @@ KNOWN_FAKES: dict[tuple[str, str], str] = {
     ("tests/integration/test_connectors.py", "hunter2"): "shows `apply` refuses inline passwords",
     ("tests/integration/test_connectors.py", "not-the-password"): "a wrong password, on purpose",
     ("tests/unit/test_source_checks.py", "s3=cret"): "a properties file's value, resolved",
+    ("tests/unit/test_served.py", "t0k"): "a served.json's token, read back",
 }
 
 # A key is password-like when it ends with one of these words (`database.password`,
