@@ -61,9 +61,10 @@ def test_verify_finds_one_changed_value_and_rows_missing_or_extra(
     # And one document in the index, overwritten at a newer version.
     client = SearchClient(settings.opensearch_url)
     body = {"name": "tampered", "price": 1, "tags": [], "seen": None, "shop": 1, "sku": "SKU-5"}
+    # Versions are LSNs: above any a server will reach (10 GB of WAL already passes 9,999,999,999).
     client.request(
         "PUT",
-        f"/{p.alias(t)}/_doc/%5B%221%22,%22SKU-5%22%5D?version=9999999999"
+        f"/{p.alias(t)}/_doc/%5B%221%22,%22SKU-5%22%5D?version={2**62}"
         "&version_type=external&refresh=true",
         body,
     )
