@@ -39,14 +39,16 @@ def errors_path(settings: Settings) -> str:
 # --- Spark side --------------------------------------------------------------------------------
 
 
-def register_views(spark: SparkSession, settings: Settings) -> list[str]:
+def register_views(
+    spark: SparkSession, settings: Settings, refs: list[tables.TableRef]
+) -> list[str]:
     """A temporary view per existing table, as of its newest change (base ⊕ changelog; a
     soft-deleting table's deleted rows marked), and `_errors`; returns the view names."""
     from pipelines.read.table import read_table
     from pipelines.sinks.delta import delta_exists
 
     views = []
-    for ref in tables.captured(settings):
+    for ref in refs:
         path = ref.path(settings.lake)
         if delta_exists(spark, path):
             read_table(spark, path, ref.soft_delete).rows.createOrReplaceTempView(ref.name)
@@ -67,14 +69,14 @@ def open_query(settings: Settings, sql: str, served: bool = True) -> tuple[DataF
     from pipelines.spark import session
 
     _refuse_writes(sql)
-    names = [ref.name for ref in tables.captured(settings)]
-    remote = connect(settings, sql, names) if served else None  # the run's warm session
+    refs = tables.captured(settings)
+    remote = connect(settings, sql, [r.name for r in refs]) if served else None  # warm session
     if remote is not None:
         spark, views = remote
     else:
         spark = session(settings, app="changelake-query")
         _quiet(spark)
-        views = register_views(spark, settings)
+        views = register_views(spark, settings, refs)
     try:
         return spark.sql(sql), views
     except PySparkException as exc:

@@ -22,6 +22,7 @@ from pipelines.read import served
 from pipelines.read.served import Served, ServedViews, mentioned, port_for, served_views
 from pipelines.settings import Settings, load_settings
 from pipelines.sinks.delta import CommitMeta
+from tests.support import wait_for
 
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -128,8 +129,10 @@ def test_views_follow_their_tables_also_when_made_again(
     _table(spark, path, range(10, 12))
     _table(spark, path, range(12, 13))  # version 1 again, as before the delete
     assert served() == [10, 11, 12]
+    old_ms = (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").stat().st_mtime_ns // 10**6
     shutil.rmtree(path)
-    time.sleep(0.01)  # a later commit time (the stamp is in milliseconds)
+    # The stamp is in milliseconds: the new table's commits come in a later one.
+    wait_for(lambda: time.time_ns() // 10**6 > old_ms, 5, "the clock to pass the old commit")
     _table(spark, path, range(20, 21))
     _table(spark, path, range(21, 22))
     assert served() == [20, 21]  # same version as the view's, another table
@@ -145,9 +148,12 @@ def test_a_query_waits_for_views_up_to_date_with_its_request(settings: Settings)
         assert served.brought_up_to_date(settings, timeout_s=0.3) is not None
         assert time.monotonic() - began >= 0.3  # waited, then took the views as they are
 
+        request = settings.run_dir / "served-request"
+        before = request.stat().st_mtime_ns
+
         def pipeline_answers() -> None:  # as ServedViews does, once the request is there
-            time.sleep(0.1)
-            asked = (settings.run_dir / "served-request").stat().st_mtime
+            wait_for(lambda: request.stat().st_mtime_ns > before, 5, "the query's request")
+            asked = request.stat().st_mtime
             doc = json.loads((settings.run_dir / "served.json").read_text())
             (settings.run_dir / "served.json").write_text(json.dumps({**doc, "fresh": asked}))
 
