@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -98,9 +100,27 @@ def session(
     )
     for name, value in (conf or {}).items():
         builder = builder.config(name, value)
-    spark = builder.getOrCreate()
+    with _group_signals_left_to_python():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def _group_signals_left_to_python() -> Iterator[None]:
+    """The JVM pyspark starts here inherits SIGTERM ignored, as pyspark already has it inherit
+    SIGINT: a stop sent to the whole process group (systemd's default, `kill -- -PGID`) then
+    reaches only this process, which ends the batch in flight and then stops the JVM itself,
+    instead of the JVM dying under the batch. The JVM still exits when this process dies: its
+    gateway watches our pipe."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may change handlers; a gateway already runs then anyway
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager

@@ -161,7 +161,7 @@ def check(settings: Settings, api: ConnectApi, files: list[Path]) -> list[Connec
             loaded.append(cf)
     problems += _clashes(loaded)
     if not problems:
-        registered = source_checks.registered_configs(api.get("/connectors?expand=info"))
+        registered = source_checks.registered_configs(api)
         problems += _clashes_with_registered(loaded, registered)
         for cf in loaded:
             # The source is checked once Connect accepts the file: Connect's validation already

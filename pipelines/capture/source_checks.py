@@ -13,9 +13,11 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 
+from pipelines.capture.connect_api import ConnectApi
 from pipelines.capture.source import Source, source_of
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
@@ -260,6 +262,12 @@ def _lookup(tables: Mapping[str, Table], name: str) -> Table | None:
     )
 
 
-def registered_configs(connectors: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    """Connect's `/connectors?expand=info` answer as configs by name."""
-    return {name: dict(item["info"]["config"]) for name, item in connectors.items()}
+def registered_configs(api: ConnectApi) -> dict[str, dict[str, str]]:
+    """The registered connectors' configs by name. Right after Connect starts, `expand=info`
+    answers `null` for a connector whose config it has not read back yet: that one is asked for
+    on its own."""
+    connectors: Mapping[str, Any] = api.get("/connectors?expand=info")
+    return {
+        name: dict(info["config"] if info else api.get(f"/connectors/{quote(name)}/config"))
+        for name, info in ((n, item.get("info")) for n, item in connectors.items())
+    }

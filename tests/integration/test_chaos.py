@@ -3,11 +3,15 @@ test's own table; `changelake verify` and the tests' own comparison both find no
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pipelines import kafka_io
 from pipelines.chaos.faults import KINDS
 from pipelines.chaos.runner import Chaos, ChaosOptions
 from pipelines.settings import Settings
@@ -17,6 +21,41 @@ from tests.support import SLOW_ACKS
 
 pytestmark = pytest.mark.stack
 SEEDED = 300
+
+
+def evidence(bootstrap: str, topic: str, report: dict[str, Any], out: Path) -> str:
+    """What a failure needs said: verify's report, every record the topic holds for each missing
+    key (none: Debezium never sent its change; some: the pipeline dropped it), and the pipeline's
+    lines about key updates and restarts."""
+    missing = {
+        int(m.group(1))
+        for table in report["tables"]
+        for side in ("delta", "index")
+        if table[side]
+        for line in table[side]["samples"]
+        if (m := re.fullmatch(r"missing (\d+)", line))
+    }
+    found: dict[int, list[str]] = {k: [] for k in missing}
+    for record in kafka_io.read(bootstrap, topic, timeout_s=120):
+        key = record.key_payload
+        if isinstance(key, dict) and key.get("id") in found:
+            value = record.payload or {}
+            source = value.get("source") or {}
+            marks = sorted(h for h in record.headers if h.endswith("key"))  # a key update's
+            found[key["id"]].append(
+                f"offset {record.offset}: op {value.get('op')} lsn {source.get('lsn')}"
+                f" txId {source.get('txId')} {marks}"
+            )
+    lines = [json.dumps(report)]
+    lines += [f"key {k} in {topic}: {found[k] or 'no record'}" for k in sorted(found)]
+    log = out / "pipeline.log"
+    if log.exists():
+        lines += [
+            line
+            for line in log.read_text(errors="replace").splitlines()
+            if "key update" in line or "restarted" in line or "changelake run:" in line
+        ]
+    return "\n".join(lines)
 
 
 def test_one_round_of_every_fault_leaves_lake_and_index_equal(
@@ -46,5 +85,7 @@ def test_one_round_of_every_fault_leaves_lake_and_index_equal(
     assert round_.row_changes > 50, "the workload must have changed rows around the faults"
     assert summary.landed["stop-connect-in-bulk"] == 1, "Connect stopped inside the bulk's COPY"
     assert round_.rows_compared >= 2 * 200  # the table and its index, compared row by row
-    assert summary.differences == 0, round_.report
+    assert summary.differences == 0, evidence(
+        settings.kafka_bootstrap, f"{p.prefix}.public.{t}", round_.report, tmp_path / "chaos"
+    )
     p.assert_equal(t, ["id"])  # and by the tests' own comparison, not only verify's
