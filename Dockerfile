@@ -8,7 +8,7 @@
 # docker-compose 1.29 builds it too.
 
 # --- Stage 1: the Spark extras (delta-spark, spark-sql-kafka, ...) exactly as pom.xml pins them.
-FROM maven:3.9-eclipse-temurin-17 AS jars
+FROM maven:3.9.9-eclipse-temurin-17 AS jars
 WORKDIR /build
 COPY pom.xml ./
 COPY .mvn/settings.xml .mvn/settings.xml
@@ -17,7 +17,7 @@ RUN mvn -q -B -s .mvn/settings.xml -P spark dependency:copy-dependencies \
     && ls /opt/changelake/vendor/spark/*.jar > /dev/null
 
 # --- Stage 2: the runtime.
-FROM python:3.11-slim-bookworm
+FROM python:3.11.7-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -12,7 +12,7 @@
 ARG DEBEZIUM_VERSION=3.7.0.Final
 
 # --- Stage 1: build the plugins exactly as `changelake setup` does (mvn -P smt package).
-FROM maven:3.9-eclipse-temurin-17 AS smt
+FROM maven:3.9.9-eclipse-temurin-17 AS smt
 WORKDIR /build
 COPY pom.xml ./
 COPY .mvn/settings.xml .mvn/settings.xml

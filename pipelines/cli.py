@@ -187,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="each derived table: rows, applied LSN, lag, errors")
     p.add_argument("--json", action="store_true", help="for programs")
+    p.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="only whether `run` runs with no table stopped or failed, from its state file "
+        "(no Spark, no services: a container healthcheck)",
+    )
     p.set_defaults(handler=commands.status_command)
     return parser
 

@@ -165,6 +165,10 @@ def status_command(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.read import status
     from pipelines.spark import session
 
+    if args.pipeline:
+        code, line = status.pipeline_health(settings)
+        print(line)
+        return code
     spark = session(settings, app="changelake-status")
     spark.sparkContext.setLogLevel("FATAL")
     report = status.collect(settings, spark)

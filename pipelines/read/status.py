@@ -91,6 +91,24 @@ def exit_code(report: dict[str, Any]) -> int:
 _BAD = ("stopped", "failed")
 
 
+def pipeline_health(settings: Settings) -> tuple[int, str]:
+    """`status --pipeline`: the running pipeline's own health, from its state file alone (no
+    Spark session, no service calls), for a container healthcheck: the exit code and a line."""
+    pipeline, states = pipeline_state(settings)
+    if not pipeline["running"]:
+        where = settings.run_dir / "pipeline.json"
+        return NOT_RUNNING_CODE, f"no pipeline runs (no live process named in {where})"
+    bad = [
+        f"{name} {s['state']}" + (f": {s['error']}" if s["error"] else "")
+        for name, s in sorted(states.items())
+        if s["error"] or s["state"] in _BAD
+    ]
+    said = f"pipeline pid {pipeline['pid']}, {len(states)} tables"
+    if bad:
+        return UNHEALTHY, f"{said}; " + "; ".join(bad)
+    return HEALTHY, f"{said}, none stopped or failed"
+
+
 # --- The running pipeline ----------------------------------------------------------------------
 
 

@@ -3,6 +3,10 @@ and `connectors status` (0 healthy, 2 something needs a person, 3 nothing runs).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,3 +56,32 @@ def test_connectors_status_exit_codes(given: dict[str, Any], code: int) -> None:
 
 def test_the_version_is_the_package_s() -> None:
     assert changelake("--version").stdout.strip() == f"changelake {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("tables", "alive", "code", "said"),
+    [
+        ({"orders": {"state": "running"}}, True, 0, "1 tables, none stopped or failed"),
+        ({"orders": {"state": "stopped", "error": "its topic was deleted"}}, True, 2, "orders"),
+        ({"orders": {"state": "running"}}, False, 3, "no pipeline runs"),
+    ],
+)
+def test_pipeline_healthcheck_reads_the_run_state_file(
+    tmp_path: Path, tables: dict[str, Any], alive: bool, code: int, said: str
+) -> None:
+    """`status --pipeline`, the compose healthcheck, as a process: its exit code and line from
+    pipeline.json, believed only while the pid it names runs."""
+    home = tmp_path / "home"
+    (home / "run").mkdir(parents=True)
+    pid = os.getpid() if alive else _a_pid_that_is_gone()
+    (home / "run" / "pipeline.json").write_text(json.dumps({"pid": pid, "tables": tables}))
+    env = {**os.environ, "CHANGELAKE_HOME": str(home)}
+    done = changelake("status", "--pipeline", env=env, check=False)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert said in done.stdout
+
+
+def _a_pid_that_is_gone() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

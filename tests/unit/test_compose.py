@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -40,6 +41,7 @@ PASSWORDS = {
     "CHANGELAKE_PG_PASSWORD": "dummy-pg-password",
     "CHANGELAKE_DEBEZIUM_PASSWORD": "dummy-debezium-password",
 }
+POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 pytestmark = pytest.mark.skipif(
@@ -246,15 +248,62 @@ def test_images_are_the_versions_pinned_in_pom(
 ) -> None:
     versions = read_versions(settings.root / "pom.xml")
     pulled = {name: svc["image"] for name, svc in services.items() if "build" not in svc}
-    postgres_repo, _, postgres_tag = pulled.pop("postgres").partition(":")
-    assert (postgres_repo, re.split(r"[.-]", postgres_tag)[0]) == (
-        "postgres",
-        versions.postgres_major,
-    )
+    postgres = pulled.pop("postgres")
+    assert postgres == pom_property(settings.root / "pom.xml", "postgres.image")
+    # the same major release as the local stack's Debian packages
+    assert re.split(r"[:.-]", postgres)[1] == versions.postgres_major
     assert pulled == {
         "kafka": f"apache/kafka:{versions.kafka}",
         "opensearch": f"opensearchproject/opensearch:{versions.opensearch}",
     }
+
+
+def pom_property(pom: Path, name: str) -> str:
+    found = ET.parse(pom).getroot().find(f"m:properties/m:{name}", POM_NS)
+    assert found is not None and found.text, f"pom.xml has no <{name}>"
+    return found.text.strip()
+
+
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", CONNECT_DOCKERFILE])
+def test_dockerfiles_build_on_images_pinned_in_pom(dockerfile: str, settings: Settings) -> None:
+    """No floating tag (`python:3.11-slim`, `maven:3.9-…`): every base is a pom.xml property,
+    or Debezium's image at the pom's version."""
+    pom = settings.root / "pom.xml"
+    pinned = {pom_property(pom, name) for name in ("python.image", "maven.image")}
+    debezium = f"quay.io/debezium/connect:{read_versions(pom).debezium}"
+    global_args, stages = parse_dockerfile(ROOT / dockerfile)
+    for stage in stages:
+        base = substitute(stage.base, global_args)
+        assert base in pinned | {debezium}, f"{dockerfile}: FROM {stage.base} is not pinned"
+
+
+def test_services_restart_after_a_crash_or_a_reboot(services: dict[str, dict[str, Any]]) -> None:
+    """Every long-running service comes back by itself; the one-shot registration does not
+    loop (it exits 0 when done, and a failure is for a person to read)."""
+    for name, svc in services.items():
+        expected = "no" if name == "connectors" else "unless-stopped"
+        assert svc.get("restart") == expected, name
+
+
+def test_pipeline_healthcheck_is_the_cli_status_of_its_own_process(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Healthy while `changelake run` runs with no table stopped or failed: `status --pipeline`
+    reads the run's own state file (no Spark session, no service calls every interval)."""
+    check = services["pipeline"]["healthcheck"]
+    assert check["test"] == ["CMD", "changelake", "status", "--pipeline"]
+    # a snapshot's first minutes are not a failure
+    assert _seconds(check["start_period"]) >= 60
+
+
+def _seconds(value: str | int) -> float:
+    """A compose duration (`90s`, `2m`, `1m30s`) in seconds."""
+    if isinstance(value, int):
+        return value / 1e9  # `docker-compose config` may resolve durations to nanoseconds
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", value)
+    assert parts, value
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * scale[unit] for n, unit in parts)
 
 
 def test_built_services_use_the_repository_dockerfiles(
