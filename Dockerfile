@@ -70,7 +70,8 @@ RUN set -eux; \
 ENV CHANGELAKE_VENDOR=/opt/changelake/vendor \
     CHANGELAKE_HOME=/var/lib/changelake
 
-USER changelake
-
-ENTRYPOINT ["changelake"]
+# Starts as root only to hand a bind-mounted lake folder to `changelake`, then runs the command
+# as that user (setpriv is util-linux's, in every Debian image).
+COPY docker/pipeline-entrypoint.sh /usr/local/bin/changelake-entrypoint
+ENTRYPOINT ["/usr/local/bin/changelake-entrypoint"]
 CMD ["run"]

@@ -12,7 +12,7 @@ from pipelines import __version__, commands
 from pipelines.apply.run_options import DEFAULTS
 from pipelines.commands import Handler
 from pipelines.exceptions import ChangelakeError
-from pipelines.settings import load_settings
+from pipelines.settings import dotenv_defaults, load_settings, project_root
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -202,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.project:  # for this command and every process it starts
             os.environ["CHANGELAKE_PROJECT"] = str(Path(args.project).resolve())
+        project = os.environ.get("CHANGELAKE_PROJECT")
+        os.environ.update(dotenv_defaults(Path(project) if project else project_root()))
         settings = load_settings()
         handler: Handler = args.handler
         return handler(args, settings)

@@ -186,6 +186,24 @@ class Settings:
         return f"postgresql://{user}:{password}@{self.postgres_host}:{self.postgres_port}/{db}"
 
 
+DOTENV_PREFIX = "CHANGELAKE_"
+
+
+def dotenv_defaults(folder: Path) -> dict[str, str]:
+    """The CHANGELAKE_* settings of `folder`/.env (the file docker compose reads beside
+    docker-compose.yml) that the environment does not set already: so the CLI on the host
+    reaches a compose stack with its passwords and lake folder (a relative path is relative to the
+    file's folder, as compose takes it). Other names in the file are compose's own."""
+    from dotenv import dotenv_values
+
+    found = dotenv_values(folder / ".env") if (folder / ".env").is_file() else {}
+    return {
+        name: str((folder / value).resolve()) if value.startswith(("./", "../")) else value
+        for name, value in found.items()
+        if name.startswith(DOTENV_PREFIX) and value is not None and name not in os.environ
+    }
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read the environment once; everything else takes a Settings."""
     env = os.environ if env is None else env

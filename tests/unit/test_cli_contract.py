@@ -14,6 +14,7 @@ import pytest
 from pipelines import __version__
 from pipelines.capture import connector_status
 from pipelines.read import status
+from pipelines.settings import dotenv_defaults
 from tests.support import changelake
 
 
@@ -85,3 +86,28 @@ def _a_pid_that_is_gone() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+def test_the_cli_takes_changelake_settings_from_the_project_s_env_file(tmp_path: Path) -> None:
+    """The host CLI reaches a compose stack with the settings docker compose reads from .env:
+    CHANGELAKE_* names only, and never over the environment."""
+    home = tmp_path / "home"
+    (home / "run").mkdir(parents=True)
+    tables = {"orders": {"state": "running"}}
+    (home / "run" / "pipeline.json").write_text(json.dumps({"pid": os.getpid(), "tables": tables}))
+    (tmp_path / ".env").write_text(
+        f"# compose's file\nCHANGELAKE_HOME={home}\nCOMPOSE_PROJECT_NAME=other\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CHANGELAKE_HOME"}
+    done = changelake("--project", str(tmp_path), "status", "--pipeline", env=env, check=False)
+    assert (done.returncode, done.stdout.strip()) == (
+        0,
+        f"pipeline pid {os.getpid()}, 1 tables, none stopped or failed",
+    )
+
+    assert dotenv_defaults(tmp_path) == {"CHANGELAKE_HOME": str(home)}  # not compose's names
+    elsewhere = {**env, "CHANGELAKE_HOME": str(tmp_path / "elsewhere")}  # the environment wins
+    done = changelake(
+        "--project", str(tmp_path), "status", "--pipeline", env=elsewhere, check=False
+    )
+    assert done.returncode == 3, done.stdout

@@ -24,7 +24,13 @@ import pytest
 import yaml
 
 from pipelines.capture.source import source_of
-from pipelines.settings import POSTGRES_REPLICATION, Settings, load_settings, read_versions
+from pipelines.settings import (
+    POSTGRES_REPLICATION,
+    Settings,
+    dotenv_defaults,
+    load_settings,
+    read_versions,
+)
 from pipelines.stack import connect
 from pipelines.stack.install import SMT_FOLDER
 
@@ -614,6 +620,38 @@ def test_pipeline_reaches_services_by_name_and_keeps_state_in_a_volume(
     conditions = {name: dep["condition"] for name, dep in svc["depends_on"].items()}
     assert conditions["connectors"] == "service_completed_successfully"
     assert conditions["kafka"] == conditions["opensearch"] == "service_healthy"
+
+
+def test_the_lake_is_a_host_folder_the_host_cli_reads_too(
+    services: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The pipeline writes its Delta tables into a bind mount, at the lake path its own Settings
+    name; the folder on the host is the one the host CLI takes from the same .env."""
+    svc = services["pipeline"]
+    theirs = load_settings(env_of(svc))
+    mounts = {target: source for source, target, _ in bind_mounts(svc)}
+    assert theirs.lake in mounts, "the lake is not bind-mounted"
+    (tmp_path / ".env").write_text((ENV_EXAMPLE).read_text())
+    host_lake = dotenv_defaults(tmp_path)["CHANGELAKE_LAKE"]
+    # compose resolved the default the same way, against the compose file's folder
+    assert Path(host_lake).relative_to(tmp_path) == mounts[theirs.lake].relative_to(ROOT)
+
+
+def test_the_pipeline_image_hands_the_lake_to_its_user_then_drops_root() -> None:
+    """Docker makes a missing bind-mount folder as root: the entrypoint gives it to `changelake`
+    and runs the command as that user; the build context holds the script."""
+    _, stages = parse_dockerfile(ROOT / "Dockerfile")
+    final = stages[-1].instructions
+    assert ("USER", "changelake") not in final  # root only until the entrypoint drops it
+    copies = {tuple(shlex.split(args)) for kw, args in final if kw == "COPY"}
+    entry = next(json.loads(args) for kw, args in final if kw == "ENTRYPOINT")
+    assert ("docker/pipeline-entrypoint.sh", entry[0]) in copies
+    assert not docker_ignored("docker/pipeline-entrypoint.sh", dockerignore_patterns())
+    script = (ROOT / "docker" / "pipeline-entrypoint.sh").read_text()
+    assert "chown changelake:changelake" in script
+    assert (
+        "exec setpriv --reuid=changelake --regid=changelake --init-groups -- changelake" in script
+    )
 
 
 def test_every_long_running_dependency_has_a_healthcheck(
