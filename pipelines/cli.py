@@ -112,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULTS.max_records_per_batch,
         help="most records per table per batch",
     )
+    p.add_argument(
+        "--ui",
+        action="store_true",
+        help="Spark's web UI (jobs, stages, streaming queries) on port 4040 or the next free "
+        "one, on 127.0.0.1 with the local master; its address is printed",
+    )
     p.set_defaults(handler=commands.run_command)
 
     p = sub.add_parser("query", help="run Spark SQL over the derived tables (and _errors)")

@@ -137,6 +137,7 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         trigger_seconds=args.trigger_seconds,
         compact_seconds=args.compact_seconds,
         max_records_per_batch=args.max_records,
+        ui=args.ui,
     )
     tables.captured(settings, list(options.resnapshot) or None)  # names must exist
 

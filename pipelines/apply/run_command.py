@@ -54,11 +54,13 @@ def run(
         for slot, source in slot_sources(settings, refs).items():
             wait_caught_up(source, slot, say=out)
     serve = None if options.once else server_conf(port_for(settings))  # queries, while it runs
-    with owned_session(settings, conf=serve) as spark:
+    with owned_session(settings, ui=options.ui, conf=serve) as spark:
         lakefs.ensure_writable(spark, settings.lake, "lake")
         lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
         pipeline = Pipeline(spark, settings, refs, options, out, discover)
         out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
+        if options.ui:
+            out(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         with serving(spark, settings, lambda: [j.ref for j in pipeline.jobs.values()]) as served:
             if served is not None:
                 out(f"serving queries on Spark Connect at sc://127.0.0.1:{served.port}")

@@ -13,6 +13,7 @@ class RunOptions:
     trigger_seconds: float = 2.0  # the micro-batch interval
     compact_seconds: float = 30.0  # how often a streaming run folds a table's changelog in
     max_records_per_batch: int = 50_000  # per table per micro-batch
+    ui: bool = False  # Spark's web UI (jobs, stages, streaming queries), on loopback
 
 
 DEFAULTS = RunOptions()

@@ -4,6 +4,7 @@ snapshot through the signal table) and joins the run; the other tables never sto
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -36,7 +37,7 @@ def test_table_added_later_joins_a_streaming_run(
     )
     p.tables.append(later)  # dropped at the end too
     p.caught_up()
-    proc = p.start("--trigger-seconds", "1")
+    proc = p.start("--trigger-seconds", "1", "--ui")
     try:
         p.wait_equal(first, ["id"])
 
@@ -77,6 +78,7 @@ def test_table_added_later_joins_a_streaming_run(
         output = proc.communicate(timeout=120)[0]
     assert proc.returncode == 0, output
     assert f"{later}: added to" in output and f"{later}: snapshot" in output, output
+    assert re.search(r"^Spark UI at http://(localhost|127\.0\.0\.1):\d+$", output, re.M), output
 
 
 def queried_through_the_run(p: Pipeline, first: str, later: str) -> None:
