@@ -114,7 +114,7 @@ def _group_signals_left_to_python() -> Iterator[None]:
     instead of the JVM dying under the batch. The JVM still exits when this process dies: its
     gateway watches our pipe."""
     if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may change handlers; a gateway already runs then anyway
+        yield  # only the main thread may change handlers: a JVM started here keeps SIGTERM
         return
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
