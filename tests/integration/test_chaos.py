@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,21 @@ pytestmark = pytest.mark.stack
 SEEDED = 300
 
 
-def evidence(bootstrap: str, topic: str, report: dict[str, Any], out: Path) -> str:
+CONNECT_CLUES = ("WalPositionLocator", "ncremental snapshot", "EXECUTE_SNAPSHOT")
+
+
+def evidence(
+    bootstrap: str,
+    topic: str,
+    report: dict[str, Any],
+    out: Path,
+    connect_log: Path | None = None,
+    since: str = "",
+) -> str:
     """What a failure needs said: verify's report, every record the topic holds for each missing
-    key (none: Debezium never sent its change; some: the pipeline dropped it), and the pipeline's
-    lines about key updates and restarts."""
+    key (none: Debezium never sent its change; some: the pipeline dropped it), the pipeline's
+    lines about key updates and restarts, and Connect's lines (from `since`, its log's time
+    format) on where Debezium resumed and what it re-sent."""
     missing = {
         int(m.group(1))
         for table in report["tables"]
@@ -55,6 +67,14 @@ def evidence(bootstrap: str, topic: str, report: dict[str, Any], out: Path) -> s
             for line in log.read_text(errors="replace").splitlines()
             if "key update" in line or "restarted" in line or "changelake run:" in line
         ]
+    if connect_log is not None and connect_log.exists():
+        with connect_log.open(errors="replace") as text:
+            clues = [
+                line.rstrip()
+                for line in text
+                if line[1:24] >= since and any(clue in line for clue in CONNECT_CLUES)
+            ]
+        lines += clues[-80:]
     return "\n".join(lines)
 
 
@@ -62,6 +82,7 @@ def test_one_round_of_every_fault_leaves_lake_and_index_equal(
     pipeline: Callable[..., Pipeline], unique: str, settings: Settings, tmp_path: Path
 ) -> None:
     t = f"chaos_{unique}"
+    began = time.strftime("%Y-%m-%d %H:%M:%S")  # Connect's log times (this machine's zone)
     # SLOW_ACKS: a bulk streams long enough for the stop to land inside its COPY
     p = pipeline([t], churn_table(t, SEEDED), search={t: CHURN_FIELDS}, connector=SLOW_ACKS)
     p.caught_up()
@@ -86,6 +107,11 @@ def test_one_round_of_every_fault_leaves_lake_and_index_equal(
     assert summary.landed["stop-connect-in-bulk"] == 1, "Connect stopped inside the bulk's COPY"
     assert round_.rows_compared >= 2 * 200  # the table and its index, compared row by row
     assert summary.differences == 0, evidence(
-        settings.kafka_bootstrap, f"{p.prefix}.public.{t}", round_.report, tmp_path / "chaos"
+        settings.kafka_bootstrap,
+        f"{p.prefix}.public.{t}",
+        round_.report,
+        tmp_path / "chaos",
+        settings.logs / "connect.log",
+        began,
     )
     p.assert_equal(t, ["id"])  # and by the tests' own comparison, not only verify's
