@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pipelines import jsonfile
+from pipelines import jsonfile, run_log
 from pipelines.apply import faults
 from pipelines.apply.streaming_failure import cause
 from pipelines.changelog.decode import OFFSET, PARTITION
@@ -165,7 +165,10 @@ class Compactor:
             except Exception as exc:  # the next seal covers these epochs too
                 if not self.stopping:
                     self.out(
-                        f"{name}: compaction failed, retried at the next seal: {cause(str(exc))}"
+                        run_log.warning(
+                            f"{name}: compaction failed, retried at the next seal: "
+                            f"{cause(str(exc))}"
+                        )
                     )
             finally:
                 # Compactions back to back would hold a core for good on a small machine (a

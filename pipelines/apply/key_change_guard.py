@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import psycopg
 from pyspark.sql import types as T
 
-from pipelines import kafka_io
+from pipelines import kafka_io, run_log
 from pipelines.capture.resend import Request, send
 from pipelines.changelog.key_changes import FOLLOWS_WITHIN, KeyChange, Mark, unpaired
 from pipelines.exceptions import RetryableError
@@ -63,8 +63,10 @@ class KeyChangeGuard:
                 else "its key is not text or integers"
             )
             self.out(
-                f"{name}: a key update's new row never reached the topic ({said}) and cannot be "
-                f"re-sent: {why}; `changelake run --resnapshot {name}` rebuilds the table"
+                run_log.error(
+                    f"{name}: a key update's new row never reached the topic ({said}) and cannot "
+                    f"be re-sent: {why}; `changelake run --resnapshot {name}` rebuilds the table"
+                )
             )
             return
         request = Request(
@@ -77,7 +79,9 @@ class KeyChangeGuard:
         except psycopg.OperationalError as exc:  # Postgres restarting: the batch is tried again
             raise RetryableError(f"could not ask Debezium to re-send {said}: {exc}") from exc
         self.out(
-            f"{name}: a key update's new row never reached the topic ({said}): Connect stored "
-            f"its offset between the delete and the create (debezium/dbz#2549); asked "
-            f"{self.ref.connector} to re-send it (signal {signal_id})"
+            run_log.warning(
+                f"{name}: a key update's new row never reached the topic ({said}): Connect "
+                f"stored its offset between the delete and the create (debezium/dbz#2549); "
+                f"asked {self.ref.connector} to re-send it (signal {signal_id})"
+            )
         )

@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from pipelines import kafka_io, lakefs
+from pipelines import kafka_io, lakefs, run_log
 from pipelines.apply import connector_stream
 from pipelines.apply.batch import TableApplier
 from pipelines.apply.compaction import Compactor
@@ -71,7 +71,7 @@ class Pipeline:
         settings: Settings,
         refs: list[TableRef],
         options: RunOptions,
-        out: Out = print,
+        out: Out = run_log.say,
         discover: Discover | None = None,
     ):
         self.spark, self.settings, self.options, self.out = spark, settings, options, out
@@ -198,7 +198,7 @@ class Pipeline:
                 continue
             if member.error is not None:
                 job.error = member.error
-                self.out(f"{name}: STOPPED: {job.error}")
+                self.out(run_log.error(f"{name}: STOPPED: {job.error}"))
                 self._set(job, "stopped")
             elif member.retry is not None:
                 self._retry([job], member.retry)
@@ -208,7 +208,9 @@ class Pipeline:
         assert stream.query is not None and stream.batch is not None
         if not connector_stream.stop(stream.query, stream.batch, STOP_WAIT_S):
             self.out(
-                f"{stream.query.name}: batch still running after {STOP_WAIT_S:.0f}s, cancelled"
+                run_log.warning(
+                    f"{stream.query.name}: batch still running after {STOP_WAIT_S:.0f}s, cancelled"
+                )
             )
         stream.query = None
 
@@ -240,7 +242,7 @@ class Pipeline:
                 self._retry([job], str(exc))
             except ChangelakeError as exc:  # this table's topic or configuration
                 job.error = str(exc)
-                self.out(f"{job.ref.name}: STOPPED: {job.error}")
+                self.out(run_log.error(f"{job.ref.name}: STOPPED: {job.error}"))
                 self._set(job, "stopped")
         if not members:
             return
@@ -293,7 +295,7 @@ class Pipeline:
                 self._retry([job], str(exc))
             except ChangelakeError as exc:  # this table's configuration or schema
                 job.error = str(exc)
-                self.out(f"{job.ref.name}: STOPPED: {job.error}")
+                self.out(run_log.error(f"{job.ref.name}: STOPPED: {job.error}"))
                 self._set(job, "stopped")
 
     def _retry(self, jobs: list[TableJob], failure: str) -> None:
@@ -308,11 +310,13 @@ class Pipeline:
             job.failures += 1
             if self.options.once and job.failures >= ONCE_ATTEMPTS:  # --once must end
                 job.error = error
-                self.out(f"{job.ref.name}: STOPPED after {job.failures} failed attempts: {error}")
+                stopped = f"{job.ref.name}: STOPPED after {job.failures} failed attempts: {error}"
+                self.out(run_log.error(stopped))
                 self._set(job, "stopped")
                 continue
             job.retry_at = time.monotonic() + delay
-            self.out(f"{job.ref.name}: batch failed ({error}); retrying in {delay:.0f}s")
+            retrying = f"{job.ref.name}: batch failed ({error}); retrying in {delay:.0f}s"
+            self.out(run_log.warning(retrying))
             job.error = None
             self._set(job, "failed")
 
@@ -366,7 +370,7 @@ class Pipeline:
             try:
                 found = self.discover()
             except ChangelakeError as exc:  # a connector file mid-edit: keep running, say why
-                self.out(f"connector files not re-read: {exc}")
+                self.out(run_log.warning(f"connector files not re-read: {exc}"))
                 found = []
             for ref in found:
                 if ref.name not in self.jobs:
@@ -403,7 +407,7 @@ class Pipeline:
             if member is not None:  # its stream skips it from the next batch on
                 member.error = why
             job.error = why
-            self.out(f"{name}: STOPPED: {why}")
+            self.out(run_log.error(f"{name}: STOPPED: {why}"))
             self._set(job, "stopped")
 
     def _summary(self) -> None:

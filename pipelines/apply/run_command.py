@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pipelines import kafka_io, lakefs
+from pipelines import kafka_io, lakefs, run_log
 from pipelines.apply.run import Discover, Out, Pipeline
 from pipelines.apply.run_options import RunOptions
 from pipelines.capture.capture_restarts import CaptureRestarts
@@ -40,12 +40,13 @@ def run(
     settings: Settings,
     refs: list[TableRef],
     options: RunOptions,
-    out: Out = print,
+    out: Out = run_log.say,
     discover: Discover | None = None,
 ) -> int:
     from pipelines.read.served import port_for, server_conf, serving
     from pipelines.spark import owned_session
 
+    run_log.configure()
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
     if any(r.search for r in refs):  # and OpenSearch, if an index is configured
         SearchClient(settings.opensearch_url, retry_for_s=0).request("GET", "/")

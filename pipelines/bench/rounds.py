@@ -11,13 +11,14 @@ from collections.abc import Iterable
 from typing import TypedDict
 
 from pipelines.bench.stats import median
+from pipelines.run_log import PREFIX
 
 _BATCH = re.compile(
-    r"^(?P<table>[\w.]+): batch (?P<batch>\d+): (?P<changes>[\d,]+) changes from .*"
+    rf"^{PREFIX}(?P<table>[\w.]+): batch (?P<batch>\d+): (?P<changes>[\d,]+) changes from .*"
     r" in (?P<seconds>[\d.]+)s \(.*\[(?P<phases>[^\]]*)\]\s*$"
 )
 _COMPACTED = re.compile(
-    r"^(?P<table>[\w.]+): compacted changelog epochs through \d+ into the base table"
+    rf"^{PREFIX}(?P<table>[\w.]+): compacted changelog epochs through \d+ into the base table"
     r" in (?P<seconds>[\d.]+)s"
 )
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from pipelines import run_log
 from pipelines.capture.connect_api import ConnectApi, ConnectApiError, quote
 from pipelines.capture.failures import root_cause
 from pipelines.exceptions import RetryableError
@@ -83,6 +84,8 @@ class CaptureRestarts:
         restart_failed(self.api, name)
         for task, why in failed:
             self.out(
-                f"connector {name}: task {task} FAILED ({why}); restarted it"
-                + (f" (restart {past.count}; the last did not hold)" if past.count > 1 else "")
+                run_log.warning(
+                    f"connector {name}: task {task} FAILED ({why}); restarted it"
+                    + (f" (restart {past.count}; the last did not hold)" if past.count > 1 else "")
+                )
             )

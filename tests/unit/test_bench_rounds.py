@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
+from pipelines import run_log
 from pipelines.apply.run_report import batch_line
 from pipelines.apply.run_state import TableJob
 from pipelines.bench.rounds import round_figures, rounds_section
@@ -54,3 +56,20 @@ def test_rounds_phases_and_compactions_are_read_back() -> None:
 def test_a_run_without_batches_has_no_rounds() -> None:
     assert round_figures(["changelake run: streaming 4 tables"]) is None
     assert rounds_section(None) == []
+
+
+def logged(text: str) -> str:
+    """A line as `changelake run` logs it: run_log's time and level before the text."""
+    record = logging.LogRecord("changelake.run", logging.INFO, __file__, 0, text, None, None)
+    return logging.Formatter(run_log.FORMAT, run_log.TIME_FORMAT).format(record)
+
+
+def test_rounds_are_read_from_the_lines_as_logged() -> None:
+    plain = [
+        line("orders", 1, 100, 3.0, records=1.0, append=1.2),
+        "orders: compacted changelog epochs through 7 into the base table in 12.5s",
+        line("orders", 2, 300, 2.0, records=0.8, append=0.6),
+    ]
+    figures = round_figures(plain)
+    assert figures is not None and figures["compactions"] == 1
+    assert round_figures([logged(text) for text in plain]) == figures
