@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.exceptions import ChangelakeError
+from pipelines.run_log import PREFIX
 
 _SNAPSHOT = re.compile(r": snapshot ([\d,]+) rows from [\d,]+ records in ([\d.]+)s")
 _BATCH = re.compile(r": batch \d+: ([\d,]+) changes from")
-_STARTED = "changelake run: "
+STARTED = re.compile(rf"^{PREFIX}changelake run: ")  # as logged: after the time and level
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def run_once(env: Mapping[str, str], log: Path) -> OnceRun:
         for line in proc.stdout:
             out.write(line)
             lines.append(line)
-            if ready is None and line.startswith(_STARTED):
+            if ready is None and STARTED.match(line):
                 ready = time.monotonic()
             elif _BATCH.search(line):  # printed once the table's batch is committed
                 last_batch = time.monotonic()

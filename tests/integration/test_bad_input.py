@@ -57,7 +57,9 @@ def test_a_topic_deleted_under_a_running_pipeline_stops_its_table(
     kafka_io.delete_topics(settings.kafka_bootstrap, [topic])
     output = ended(proc)
     assert proc.returncode == 1, output
-    assert f"{t}: STOPPED: its topic {topic} was deleted from Kafka" in output, output
+    # "… was deleted from Kafka", or "… was deleted and created again" when the watch first sees
+    # the topic after something (Connect) made it anew: the table stops, naming the loss, either way
+    assert f"{t}: STOPPED: its topic {topic} was deleted" in output, output
     assert f"changelake run --resnapshot {t}" in output
     assert lake_rows(p, t) == before  # nothing lost, nothing half-written
 

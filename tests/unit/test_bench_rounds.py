@@ -10,6 +10,7 @@ import pytest
 from pipelines import run_log
 from pipelines.apply.run_report import batch_line
 from pipelines.apply.run_state import TableJob
+from pipelines.bench.pipeline_runs import STARTED
 from pipelines.bench.rounds import round_figures, rounds_section
 from pipelines.tables import TableRef
 
@@ -73,3 +74,10 @@ def test_rounds_are_read_from_the_lines_as_logged() -> None:
     figures = round_figures(plain)
     assert figures is not None and figures["compactions"] == 1
     assert round_figures([logged(text) for text in plain]) == figures
+
+
+def test_the_run_s_first_line_is_found_as_logged() -> None:
+    """`bench` times a `run --once` from this line (Spark is up): with the log prefix too."""
+    first = "changelake run: 4 tables → /lake (Spark local[2])"
+    assert STARTED.match(logged(first)) and STARTED.match(first)
+    assert not STARTED.match(logged("orders: changelake run: quoted"))
