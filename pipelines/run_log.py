@@ -51,10 +51,10 @@ class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
 def configure() -> None:
     """Once per process: INFO and above, timestamped, to standard output; the modules' own
     loggers (`pipelines.*`, such as the served views' warnings) the same way."""
-    handler = _CurrentStdout()
-    handler.setFormatter(logging.Formatter(FORMAT, TIME_FORMAT))
     for logger in (LOGGER, logging.getLogger("pipelines")):
         if not any(isinstance(h, _CurrentStdout) for h in logger.handlers):
+            handler = _CurrentStdout()
+            handler.setFormatter(logging.Formatter(FORMAT, TIME_FORMAT))
             logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False

@@ -82,13 +82,21 @@ def exit_code(report: dict[str, Any]) -> int:
     """UNHEALTHY when something needs a person: a table stopped or failed, or a problem (a
     service unreachable, a slot holding too much WAL); else HEALTHY while the pipeline runs and
     NOT_RUNNING_CODE when none does."""
-    tables = report["tables"].values()
-    if report["problems"] or any(t.get("error") or t["state"] in _BAD for t in tables):
+    if report["problems"] or _troubled(report["tables"]):
         return UNHEALTHY
     return HEALTHY if report["pipeline"]["running"] else NOT_RUNNING_CODE
 
 
 _BAD = ("stopped", "failed")
+
+
+def _troubled(states: dict[str, dict[str, Any]]) -> list[str]:
+    """Each table that stopped, failed or carries an error, as "name state: error"."""
+    return [
+        f"{name} {s['state']}" + (f": {s['error']}" if s.get("error") else "")
+        for name, s in sorted(states.items())
+        if s.get("error") or s["state"] in _BAD
+    ]
 
 
 def pipeline_health(settings: Settings) -> tuple[int, str]:
@@ -98,15 +106,11 @@ def pipeline_health(settings: Settings) -> tuple[int, str]:
     if not pipeline["running"]:
         where = settings.run_dir / "pipeline.json"
         return NOT_RUNNING_CODE, f"no pipeline runs (no live process named in {where})"
-    bad = [
-        f"{name} {s['state']}" + (f": {s['error']}" if s["error"] else "")
-        for name, s in sorted(states.items())
-        if s["error"] or s["state"] in _BAD
-    ]
     said = f"pipeline pid {pipeline['pid']}, {len(states)} tables"
-    if bad:
-        return UNHEALTHY, f"{said}; " + "; ".join(bad)
-    return HEALTHY, f"{said}, none stopped or failed"
+    code = exit_code({"pipeline": pipeline, "tables": states, "problems": []})
+    if code != HEALTHY:
+        return code, f"{said}; " + "; ".join(_troubled(states))
+    return code, f"{said}, none stopped or failed"
 
 
 # --- The running pipeline ----------------------------------------------------------------------
