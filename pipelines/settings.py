@@ -45,6 +45,7 @@ class Versions:
     spark: str
     delta: str
     postgres_major: str
+    versitygw: str
 
 
 def read_versions(pom: Path) -> Versions:
@@ -68,6 +69,7 @@ def read_versions(pom: Path) -> Versions:
         spark=prop("spark.version"),
         delta=prop("delta.version"),
         postgres_major=prop("postgres.major"),
+        versitygw=prop("versitygw.version"),
     )
 
 
@@ -117,6 +119,10 @@ class Settings:
     spark_driver_memory: str = "2g"
     lake: str = ""
     checkpoints: str = ""
+    # An S3-compatible server's URL for s3a:// lakes (empty: AWS's own endpoints). Its keys come
+    # from the environment, never from here (pipelines/spark.py: S3_KEY_VARIABLES).
+    s3_endpoint: str = ""
+    s3_region: str = ""  # empty: S3A finds an AWS bucket's region itself
     connectors_override: Path | None = None  # CHANGELAKE_CONNECTORS_DIR
     # The project: its connectors/ and schemas/ (lake.json, search.json). The demo shop is the
     # checkout's own; `--project DIR` (CHANGELAKE_PROJECT) points at another.
@@ -232,6 +238,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         spark_driver_memory=env.get("CHANGELAKE_SPARK_DRIVER_MEMORY") or "2g",
         lake=env.get("CHANGELAKE_LAKE") or str(home / "lake"),
         checkpoints=env.get("CHANGELAKE_CHECKPOINTS") or str(home / "checkpoints"),
+        s3_endpoint=env.get("CHANGELAKE_S3_ENDPOINT") or "",
+        s3_region=env.get("CHANGELAKE_S3_REGION") or env.get("AWS_REGION") or "",
         project=(
             Path(env["CHANGELAKE_PROJECT"]).resolve() if env.get("CHANGELAKE_PROJECT") else None
         ),

@@ -98,12 +98,42 @@ def session(
         # Delta rebuilds a table's state with this many tasks (default 50): a few suffice here.
         .config("spark.databricks.delta.snapshotPartitions", "2")
     )
-    for name, value in (conf or {}).items():
+    for name, value in {**s3a_conf(settings, os.environ), **(conf or {})}.items():
         builder = builder.config(name, value)
     with _group_signals_left_to_python():
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def s3a_conf(settings: Settings, env: Mapping[str, str]) -> dict[str, str]:
+    """Hadoop's S3A settings for an s3a:// lake. An S3-compatible server is reached by its URL
+    with path-style addressing (its buckets are not DNS names); the keys go in the session's
+    Hadoop configuration, which every executor receives, rather than being left to each
+    executor's own environment, which on a cluster is the worker's, not ours."""
+    conf: dict[str, str] = {}
+    if settings.s3_region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = settings.s3_region
+    if endpoint := settings.s3_endpoint:
+        # A server of one's own has one region, which request signing must name.
+        conf.setdefault("spark.hadoop.fs.s3a.endpoint.region", "us-east-1")
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = (
+            "true" if endpoint.startswith("https:") else "false"
+        )
+    for name, variables in S3_KEY_VARIABLES.items():
+        if value := next((env[v] for v in variables if env.get(v)), None):
+            conf[f"spark.hadoop.fs.s3a.{name}"] = value
+    return conf
+
+
+# S3A's key settings ← the environment: changelake's own names first (they can sit in a compose
+# .env, which the host CLI reads too), then the names every AWS client reads.
+S3_KEY_VARIABLES = {
+    "access.key": ("CHANGELAKE_S3_ACCESS_KEY", "AWS_ACCESS_KEY_ID"),
+    "secret.key": ("CHANGELAKE_S3_SECRET_KEY", "AWS_SECRET_ACCESS_KEY"),
+}
 
 
 @contextmanager

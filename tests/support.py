@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,13 @@ def scratch_database(admin_dsn: str, name: str) -> Iterator[str]:
                 (name,),
             )
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def pom_property(pom: Path, name: str) -> str:
+    """One of pom.xml's <properties>, where every version is declared."""
+    found = ET.parse(pom).getroot().find(f"m:properties/m:{name}", POM_NS)
+    assert found is not None and found.text, f"pom.xml has no <{name}>"
+    return found.text.strip()
+
+
+POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}

@@ -120,6 +120,37 @@ def unpack_opensearch(settings: Settings, stamp: str, progress: Progress) -> Non
     progress(f"  opensearch  unpacked → {target}")
 
 
+S3_SERVER = "s3/versitygw"
+S3_MODULE = "github.com/versity/versitygw/cmd/versitygw"
+
+
+def build_s3_server(settings: Settings, progress: Progress) -> None:
+    """Build the S3-compatible server that s3a:// lakes are tested on, with Go from the module
+    proxy. Only that test and a local object-store lake need it, so a machine without Go still
+    sets up everything else, and is told what it lacks."""
+    version = settings.versions.versitygw
+    binary = settings.vendor / S3_SERVER
+    if is_complete(binary.parent, version):
+        progress(f"  s3          present ({binary})")
+        return
+    if shutil.which("go") is None:
+        progress(f"  s3          skipped: no Go toolchain to build {S3_MODULE}@{version}")
+        return
+    progress(f"  s3          building {S3_MODULE}@{version} with go (a few minutes) …")
+    env = {**os.environ, "GOBIN": str(binary.parent), "CGO_ENABLED": "0"}
+    result = subprocess.run(
+        ["go", "install", f"{S3_MODULE}@{version}"], capture_output=True, text=True, env=env
+    )
+    if result.returncode != 0:
+        tail = "\n".join(result.stderr.splitlines()[-15:])
+        raise ChangelakeError(
+            f"go install {S3_MODULE}@{version} failed:\n{tail}",
+            "check that the Go module proxy is reachable, then run `make setup` again",
+        )
+    (binary.parent / ".complete").write_text(version)
+    progress(f"  s3          built → {binary}")
+
+
 def apt_install(packages: list[str], progress: Progress) -> None:
     if os.geteuid() != 0:
         raise ChangelakeError(
@@ -167,4 +198,5 @@ def setup(settings: Settings, progress: Progress = print) -> None:
         fetch_profile(settings, profile, stamp, progress)
     build_smt(settings, stamp, progress)
     unpack_opensearch(settings, stamp, progress)
+    build_s3_server(settings, progress)
     progress("setup complete: nothing more is downloaded at run time")

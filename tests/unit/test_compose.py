@@ -7,16 +7,9 @@ truth. Any .env on the developer's machine is ignored (an empty --env-file stand
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import os
 import re
 import shlex
-import shutil
-import subprocess
-import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -33,55 +26,34 @@ from pipelines.settings import (
 )
 from pipelines.stack import connect
 from pipelines.stack.install import SMT_FOLDER
-
-ROOT = Path(__file__).resolve().parents[2]
-COMPOSE_FILE = ROOT / "docker-compose.yml"
-ENV_EXAMPLE = ROOT / ".env.example"
-CONNECT_DOCKERFILE = "docker/connect.Dockerfile"
-SMT_SOURCES = ROOT / "connect-smt" / "src" / "main" / "java"
-SMT_BUILD = "mvn -q -B -s .mvn/settings.xml -P smt package -DskipTests"
-DEBEZIUM_PLUGIN_PATH = PurePosixPath("/kafka/connect")  # KAFKA_CONNECT_PLUGINS_DIR in the image
-JAVA_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.MULTILINE)
-DOCKER_COMPOSE = shutil.which("docker-compose")
-PASSWORDS = {
-    "CHANGELAKE_PG_PASSWORD": "dummy-pg-password",
-    "CHANGELAKE_DEBEZIUM_PASSWORD": "dummy-debezium-password",
-}
-POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
-ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+from tests.compose_files import (
+    COMPOSE_FILE,
+    CONNECT_DOCKERFILE,
+    DEBEZIUM_PLUGIN_PATH,
+    DOCKER_COMPOSE,
+    ENV_EXAMPLE,
+    ENV_REFERENCE,
+    JAVA_PACKAGE,
+    PASSWORDS,
+    ROOT,
+    SMT_BUILD,
+    SMT_SOURCES,
+    bind_mounts,
+    docker_ignored,
+    dockerignore_patterns,
+    env_of,
+    parse_dockerfile,
+    published_ports,
+    run_config,
+    substitute,
+)
+from tests.support import pom_property
 
 pytestmark = pytest.mark.skipif(
     DOCKER_COMPOSE is None,
     reason="docker-compose is not installed (`make setup` installs it; on Debian: "
     "apt-get install docker-compose)",
 )
-
-
-def run_config(
-    env_file: Path, extra_env: Mapping[str, str], *args: str
-) -> subprocess.CompletedProcess[str]:
-    """`docker-compose config` with a clean environment: PATH and HOME, plus `extra_env`."""
-    assert DOCKER_COMPOSE is not None
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
-    env.update(extra_env)
-    return subprocess.run(
-        [
-            DOCKER_COMPOSE,
-            "--project-directory",
-            str(ROOT),
-            "--env-file",
-            str(env_file),
-            "-f",
-            str(COMPOSE_FILE),
-            "config",
-            *args,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -108,112 +80,6 @@ def services(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def settings() -> Settings:
     return load_settings({})  # the defaults, whatever this shell exports
-
-
-def published_ports(service: Mapping[str, Any]) -> list[tuple[str, int, int]]:
-    """(host ip, host port, container port) for each published port, short or long syntax."""
-    ports = []
-    for entry in service.get("ports", []):
-        if isinstance(entry, dict):
-            ip, host, target = entry.get("host_ip", ""), entry["published"], entry["target"]
-        else:
-            spec = str(entry).split("/")[0]
-            parts = spec.split(":")
-            assert len(parts) == 3, f"port {entry!r} does not name a host address"
-            ip, host, target = parts
-        ports.append((str(ip), int(host), int(target)))
-    return ports
-
-
-def bind_mounts(service: Mapping[str, Any]) -> Iterator[tuple[Path, str, bool]]:
-    """(host path, container path, read-only) for each bind mount, short or long syntax."""
-    for entry in service.get("volumes", []):
-        if isinstance(entry, dict):
-            if entry.get("type") == "bind":
-                yield Path(entry["source"]), entry["target"], bool(entry.get("read_only"))
-        else:
-            source, target, *mode = str(entry).split(":")
-            if source.startswith("/"):
-                yield Path(source), target, "ro" in mode
-
-
-def env_of(service: Mapping[str, Any]) -> dict[str, str]:
-    env = service.get("environment", {})
-    if isinstance(env, list):
-        env = dict(item.split("=", 1) for item in env)
-    return {str(key): str(value) for key, value in env.items()}
-
-
-@dataclass
-class Stage:
-    base: str
-    name: str | None
-    instructions: list[tuple[str, str]] = field(default_factory=list)  # (INSTRUCTION, arguments)
-
-
-def parse_dockerfile(path: Path) -> tuple[dict[str, str], list[Stage]]:
-    """(the ARG defaults declared before the first FROM, the stages in order)."""
-    logical: list[str] = []
-    pending = ""
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        logical.append(pending + line)
-        pending = ""
-    assert not pending, f"{path} ends inside a continued line"
-    global_args: dict[str, str] = {}
-    stages: list[Stage] = []
-    for line in logical:
-        keyword, _, rest = line.partition(" ")
-        keyword, rest = keyword.upper(), " ".join(rest.split())
-        if keyword == "FROM":
-            words = rest.split()
-            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
-            stages.append(Stage(base=words[0], name=name))
-        elif not stages:
-            assert keyword == "ARG", f"{path}: {line!r} before the first FROM"
-            arg, _, default = rest.partition("=")
-            global_args[arg] = default
-        else:
-            stages[-1].instructions.append((keyword, rest))
-    return global_args, stages
-
-
-def substitute(text: str, values: Mapping[str, str]) -> str:
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values[m.group(1) or m.group(2)], text)
-
-
-def docker_ignored(relative: str, patterns: list[str]) -> bool:
-    """Whether the build context leaves `relative` out (Docker's rules: the last matching line
-    wins, a pattern matching a parent folder matches what is inside it, ** spans folders)."""
-
-    def matches(pattern: str, path: str) -> bool:
-        pat, parts = PurePosixPath(pattern).parts, PurePosixPath(path).parts
-        if not pat:
-            return False
-        if pat[0] == "**":
-            return any(matches("/".join(pat[1:]), "/".join(parts[i:])) for i in range(len(parts)))
-        return (
-            bool(parts)
-            and fnmatch.fnmatchcase(parts[0], pat[0])
-            and (len(pat) == 1 or matches("/".join(pat[1:]), "/".join(parts[1:])))
-        )
-
-    ignored = False
-    for pattern in patterns:
-        negated = pattern.startswith("!")
-        if matches(pattern.lstrip("!").strip("/"), relative):
-            ignored = not negated
-    return ignored
-
-
-def dockerignore_patterns() -> list[str]:
-    lines = (ROOT / ".dockerignore").read_text().splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
 def test_config_is_valid_with_the_passwords_set(empty_env_file: Path) -> None:
@@ -262,12 +128,6 @@ def test_images_are_the_versions_pinned_in_pom(
         "kafka": f"apache/kafka:{versions.kafka}",
         "opensearch": f"opensearchproject/opensearch:{versions.opensearch}",
     }
-
-
-def pom_property(pom: Path, name: str) -> str:
-    found = ET.parse(pom).getroot().find(f"m:properties/m:{name}", POM_NS)
-    assert found is not None and found.text, f"pom.xml has no <{name}>"
-    return found.text.strip()
 
 
 @pytest.mark.parametrize("dockerfile", ["Dockerfile", CONNECT_DOCKERFILE])

@@ -27,8 +27,8 @@ SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
 # Literal test values that stand in for a secret, allowed only in the file named, each with why.
 KNOWN_FAKES: dict[tuple[str, str], str] = {
-    ("tests/unit/test_compose.py", "dummy-pg-password"): "only `docker-compose config` sees it",
-    ("tests/unit/test_compose.py", "dummy-debezium-password"): "as dummy-pg-password",
+    ("tests/compose_files.py", "dummy-pg-password"): "only `docker-compose config` sees it",
+    ("tests/compose_files.py", "dummy-debezium-password"): "as dummy-pg-password",
     ("tests/unit/test_connector_files.py", "secret!"): "shows the loader refuses inline secrets",
     ("tests/integration/test_connectors.py", "hunter2"): "shows `apply` refuses inline passwords",
     ("tests/integration/test_connectors.py", "not-the-password"): "a wrong password, on purpose",

@@ -1,0 +1,54 @@
+"""What the pipeline hands Spark: jars beside the pyspark wheel's own, at versions that agree with
+it, and Hadoop's S3A settings for a lake on object storage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pyspark
+
+from pipelines.settings import Settings
+from pipelines.spark import artifact_name, s3a_conf
+from tests.support import pom_property
+
+
+def test_hadoop_aws_is_the_hadoop_the_wheel_ships(settings: Settings) -> None:
+    """S3A's classes are compiled against one Hadoop release; a different hadoop-aws beside the
+    wheel's hadoop-client jars fails at the first s3a:// path with NoSuchMethodError."""
+    bundled = Path(pyspark.__file__).parent / "jars"
+    shipped = {
+        jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+        for jar in bundled.glob("hadoop-client-api-*.jar")
+        if artifact_name(jar.name) == "hadoop-client-api"
+    }
+    assert shipped == {pom_property(settings.root / "pom.xml", "hadoop.version")}
+
+
+def test_an_s3_compatible_server_is_reached_by_url_with_path_style_and_its_keys(
+    settings: Settings,
+) -> None:
+    server = replace(settings, s3_endpoint="http://s3:7070", s3_region="eu-west-1")
+    env = {
+        "AWS_ACCESS_KEY_ID": "aws-access",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "CHANGELAKE_S3_ACCESS_KEY": "own-access",  # changelake's names win
+    }
+    assert s3a_conf(server, env) == {
+        "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
+        "spark.hadoop.fs.s3a.endpoint": "http://s3:7070",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.access.key": "own-access",
+        "spark.hadoop.fs.s3a.secret.key": "aws-secret",
+    }
+    tls = s3a_conf(replace(server, s3_endpoint="https://objects.example:443"), {})
+    assert tls["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+
+
+def test_aws_itself_needs_no_endpoint_and_keys_stay_with_the_default_chain(
+    settings: Settings,
+) -> None:
+    """Without an endpoint or keys, S3A finds AWS and its credentials (instance roles, profiles)
+    as it always does: nothing is set that would override them."""
+    assert s3a_conf(replace(settings, s3_endpoint="", s3_region=""), {}) == {}
