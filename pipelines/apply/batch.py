@@ -40,7 +40,7 @@ from pipelines.changelog.decode import (
 from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.key_changes import Mark, marks_column, marks_of
 from pipelines.changelog.plan import after_truncate, completed, latest_per_key
-from pipelines.read.table import commits, epoch_of, newest, read_table
+from pipelines.read.table import commits, epoch_of, newest, read_table, truncate_of
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
 from pipelines.sinks.delta import (
     META_COLUMNS,
@@ -246,7 +246,7 @@ class TableApplier:
                 self._prepare(decoded, previous, key)
             meta = self._meta(stats, previous, key)
             rows = latest_per_key(
-                after_truncate(decoded.changes, stats.truncate_lsn),
+                after_truncate(decoded.changes, _wiped_below(stats, previous)),
                 key,
                 decoded.toastable if stats.toasted else (),
             )
@@ -358,3 +358,14 @@ class TableApplier:
         if bad:  # counted in the batch's aggregations: no job when there are none
             self.errors.write(decoded.errors)
         return bad
+
+
+def _wiped_below(stats: BatchStats, previous: CommitMeta | None) -> int | None:
+    """The LSN below which a change is wiped out: this batch's truncate or the newest one the
+    table has recorded. On a topic of several partitions a change committed before a truncate
+    can come in a later batch than the truncate (its partition read further behind); readers
+    skip it already, and it must not reach the changelog, from which compaction would put it
+    back into the base table."""
+    carried = truncate_of(previous)
+    found = [n for n in (stats.truncate_lsn, carried.lsn if carried else None) if n is not None]
+    return max(found) if found else None
