@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from pipelines import kafka_io, lakefs, run_log
+from pipelines import kafka_io, lakefs, progress, run_log
 from pipelines.apply import connector_stream
 from pipelines.apply.batch import TableApplier
 from pipelines.apply.compaction import Compactor
@@ -111,15 +111,16 @@ class Pipeline:
         lakefs.delete(self.spark, changelog_of(ref.path(lake)))
         self._set(job, "snapshotting")
         started = time.monotonic()
-        result = snapshot(
-            self.spark,
-            self.settings.kafka_bootstrap,
-            self._schemas(ref),
-            ref,
-            lake,
-            self.settings.run_dir,
-            check=ref.search.check if ref.search else None,
-        )
+        with progress.spark_tasks(self.spark, f"{ref.name}: snapshot", self.out):
+            result = snapshot(
+                self.spark,
+                self.settings.kafka_bootstrap,
+                self._schemas(ref),
+                ref,
+                lake,
+                self.settings.run_dir,
+                check=ref.search.check if ref.search else None,
+            )
         if result is None:
             self._set(job, "waiting")
             return False

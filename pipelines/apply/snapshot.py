@@ -28,6 +28,9 @@ from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
 from pipelines.spark import kafka_options
 from pipelines.tables import TableRef
 
+RECORDS_PER_TASK = 100_000
+MAX_READ_TASKS = 64
+
 
 @dataclass(frozen=True)
 class SnapshotResult:
@@ -63,9 +66,14 @@ def snapshot(
     ends = end_offsets(bootstrap, table.topic)
     if ends is None:
         return None
+    options = kafka_options(spark, bootstrap, [table.topic])
+    # Reading tasks of ~100k records each: progress moves as they finish, and no task holds a
+    # core for minutes.
+    tasks = min(MAX_READ_TASKS, sum(ends.values()) // RECORDS_PER_TASK)
+    options["minPartitions"] = str(max(int(options["minPartitions"]), tasks))
     raw = (
         spark.read.format("kafka")
-        .options(**kafka_options(spark, bootstrap, [table.topic]))
+        .options(**options)
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")  # lean records name their schema in one
         .option("endingOffsets", json.dumps({table.topic: {p: o for p, o in ends.items()}}))

@@ -16,6 +16,7 @@ from decimal import Decimal
 import psycopg
 from psycopg.rows import TupleRow
 
+from pipelines import progress
 from pipelines.demo import text
 from pipelines.demo.db import SHOP_TABLES, connect, friendly_errors, serial_sequence
 from pipelines.exceptions import ConfigError
@@ -72,7 +73,11 @@ def seed(
         raise ConfigError(f"seed: rows must be >= 0, got {rows}")
     started = time.monotonic()
     with friendly_errors(dsn, "seeding the demo data"), connect(dsn) as conn:
-        report = _seed(conn, rows, seed, _Progress(rows, progress, started))
+        tick = _Progress(rows, progress, started)
+        try:
+            report = _seed(conn, rows, seed, tick)
+        finally:
+            tick.bar.close()
         conn.commit()
     return replace(report, seconds=time.monotonic() - started)
 
@@ -231,7 +236,8 @@ def _copy(cur: psycopg.Cursor[TupleRow], table: str, rows: Iterable[Row], tick: 
 
 
 class _Progress:
-    """Reports every ~10% of the expected row count (about 8.1 rows per customer in all)."""
+    """A bar on a terminal; else a line every ~10% of the expected row count (about 8.1 rows per
+    customer in all)."""
 
     def __init__(self, customers: int, out: Callable[[str], None], started: float) -> None:
         self.expected = max(1, int(customers * 8.1))
@@ -241,11 +247,14 @@ class _Progress:
         self.counts: dict[str, int] = {}
         self.out = out
         self.started = started
+        self.bar = progress.bar("seed", total=self.expected, unit="row")
 
     def add(self, table: str, rows: int) -> None:
         self.counts[table] = self.counts.get(table, 0) + rows
         self.done += rows
-        if self.done >= self.next_report:
+        self.bar.set_postfix_str(table, refresh=False)
+        self.bar.update(rows)
+        if self.bar.disable and self.done >= self.next_report:
             self.next_report += self.step
             pct = min(99, 100 * self.done // self.expected)
             elapsed = time.monotonic() - self.started

@@ -14,8 +14,10 @@ import shutil
 import subprocess
 import zipfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+from pipelines import progress as bars
 from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 from pipelines.stack.connect import DEBEZIUM_PLUGIN
@@ -194,9 +196,16 @@ def setup(settings: Settings, progress: Progress = print) -> None:
     ensure_service_user(settings)
     settings.vendor.mkdir(parents=True, exist_ok=True)
     stamp = pom_stamp(settings)
-    for profile in MAVEN_FOLDERS:
-        fetch_profile(settings, profile, stamp, progress)
-    build_smt(settings, stamp, progress)
-    unpack_opensearch(settings, stamp, progress)
-    build_s3_server(settings, progress)
+    steps: list[tuple[str, Callable[[Progress], None]]] = [
+        *((p, partial(fetch_profile, settings, p, stamp)) for p in MAVEN_FOLDERS),
+        ("smt", partial(build_smt, settings, stamp)),
+        ("opensearch", partial(unpack_opensearch, settings, stamp)),
+        ("s3", partial(build_s3_server, settings)),
+    ]
+    # Each step's own lines are written above the bar, which counts the steps done.
+    with bars.bar("setup", total=len(steps), unit="step") as shown:
+        for name, step in steps:
+            shown.set_postfix_str(name)
+            step(shown.write if not shown.disable else progress)
+            shown.update()
     progress("setup complete: nothing more is downloaded at run time")

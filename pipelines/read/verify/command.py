@@ -13,6 +13,7 @@ from psycopg import sql
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from pipelines import progress
 from pipelines.capture.source import source_of
 from pipelines.read.table import read_table
 from pipelines.read.verify.diff import Differences
@@ -157,6 +158,7 @@ def _compare(
     sink = SearchSink(client, ref.search, ref.topic, out) if ref.search else None
     fields = [c for c, _ in ref.search.fields] if ref.search else []
     started = said = time.monotonic()
+    shown = progress.bar(f"verify {ref.name}", total=_count(conn, ref), unit="row")
     for part in ranges(bounds or [()]):
         source = source_range(conn, _table(ref), key, part)
         check.delta.add(
@@ -164,10 +166,12 @@ def _compare(
         )
         if sink is not None and check.index is not None:
             _compare_index(client, sink.alias, source, fields, check.index)
-        if time.monotonic() - said >= PROGRESS_EVERY_S:
+        shown.update(len(source))
+        if shown.disable and time.monotonic() - said >= PROGRESS_EVERY_S:
             said = time.monotonic()
             rate = check.delta.rows / (said - started)
             out(f"{ref.name}: {check.delta.rows:,} rows compared ({rate:,.0f}/s)")
+    shown.close()
     if sink is not None and check.index is not None:
         found = check.index.rows - check.index.missing
         count = client.request("GET", f"/{sink.alias}/_count")
