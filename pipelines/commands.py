@@ -196,7 +196,7 @@ def search_command(args: argparse.Namespace, settings: Settings) -> int:
     aliases = {alias_for(r.topic): r.search for r in indexed if r.search is not None}
     tty = sys.stdout.isatty()
     tags = find.JSON_TAGS if args.json else (("\x1b[1;33m", "\x1b[0m") if tty else ("**", "**"))
-    client = SearchClient(settings.opensearch_url, retry_for_s=0)
+    client = SearchClient.of(settings, retry_for_s=0)
     total, hits = find.search(client, aliases, args.text, args.filter, args.limit, tags)
     if args.json:
         print(find.format_json(total, hits))
@@ -219,7 +219,7 @@ def reindex_command(args: argparse.Namespace, settings: Settings) -> int:
             f"{args.table} is not indexed",
             "declare it under indexes in schemas/search.json",
         )
-    client = SearchClient(settings.opensearch_url, say=print)
+    client = SearchClient.of(settings, say=print)
     client.request("GET", "/")  # name OpenSearch now, before Spark starts, if it is down
     with owned_session(settings, app="changelake-reindex") as spark:
         sink = SearchSink(client, ref.search, ref.topic, print)

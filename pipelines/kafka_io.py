@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from pipelines import kafka_security
 from pipelines.exceptions import RetryableError
 
 WATERMARKS_RETRY_S = 15.0  # how long a leaderless partition (a topic just made) is waited for
@@ -44,7 +45,12 @@ class Record:
 
 
 def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, **_security()})
+
+
+def _security() -> dict[str, str]:
+    """TLS and SASL for every client, as the environment sets them (kafka_security.py)."""
+    return kafka_security.from_env().librdkafka()
 
 
 def list_topics(bootstrap: str, prefix: str = "") -> list[str]:
@@ -65,6 +71,7 @@ def _consumer(bootstrap: str) -> Consumer:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "log_level": 0,
+            **_security(),
         }
     )
 

@@ -42,6 +42,7 @@ class Versions:
     kafka: str
     debezium: str
     opensearch: str
+    opensearch_secure: str
     spark: str
     delta: str
     postgres_major: str
@@ -66,6 +67,7 @@ def read_versions(pom: Path) -> Versions:
         kafka=prop("kafka.version"),
         debezium=prop("debezium.version"),
         opensearch=prop("opensearch.version"),
+        opensearch_secure=prop("opensearch.secure.version"),
         spark=prop("spark.version"),
         delta=prop("delta.version"),
         postgres_major=prop("postgres.major"),
@@ -121,6 +123,12 @@ class Settings:
     checkpoints: str = ""
     # An S3-compatible server's URL for s3a:// lakes (empty: AWS's own endpoints). Its keys come
     # from the environment, never from here (pipelines/spark.py: S3_KEY_VARIABLES).
+    # OpenSearch with its security plugin on: https (CHANGELAKE_OPENSEARCH_TLS), verified against
+    # this CA's certificate (PEM) if given, and a user (its password only from the environment:
+    # CHANGELAKE_OPENSEARCH_PASSWORD, see search/client.py).
+    opensearch_tls: bool = False
+    opensearch_ca: Path | None = None
+    opensearch_user: str = ""
     s3_endpoint: str = ""
     s3_region: str = ""  # empty: S3A finds an AWS bucket's region itself
     connectors_override: Path | None = None  # CHANGELAKE_CONNECTORS_DIR
@@ -185,7 +193,8 @@ class Settings:
 
     @property
     def opensearch_url(self) -> str:
-        return f"http://{self.opensearch_host}:{self.opensearch_port}"
+        scheme = "https" if self.opensearch_tls else "http"
+        return f"{scheme}://{self.opensearch_host}:{self.opensearch_port}"
 
     def postgres_dsn(self, user: str, password: str, database: str | None = None) -> str:
         db = database or self.database
@@ -238,6 +247,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         spark_driver_memory=env.get("CHANGELAKE_SPARK_DRIVER_MEMORY") or "2g",
         lake=env.get("CHANGELAKE_LAKE") or str(home / "lake"),
         checkpoints=env.get("CHANGELAKE_CHECKPOINTS") or str(home / "checkpoints"),
+        opensearch_tls=_flag(env, "CHANGELAKE_OPENSEARCH_TLS"),
+        opensearch_ca=(
+            Path(env["CHANGELAKE_OPENSEARCH_CA"]) if env.get("CHANGELAKE_OPENSEARCH_CA") else None
+        ),
+        opensearch_user=env.get("CHANGELAKE_OPENSEARCH_USER") or "",
         s3_endpoint=env.get("CHANGELAKE_S3_ENDPOINT") or "",
         s3_region=env.get("CHANGELAKE_S3_REGION") or env.get("AWS_REGION") or "",
         project=(
@@ -250,6 +264,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         schema_wait_s=_seconds(env, "CHANGELAKE_SCHEMA_WAIT_SECONDS", 30.0),
         slot_lag_warn_bytes=_byte_count(env, SLOT_LAG_WARN_VAR, 1 << 30),
     )
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    text = (env.get(name) or "").strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    if text in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{name}={env[name]!r}: expected true or false")
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

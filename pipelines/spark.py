@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelines import kafka_security
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 
@@ -183,4 +184,5 @@ def kafka_options(spark: SparkSession, bootstrap: str, topics: list[str]) -> dic
         # split its offset range so decoding a snapshot or a long catch-up uses every core.
         # Order never depends on it: changes are ordered by LSN, partition and offset.
         "minPartitions": str(spark.sparkContext.defaultParallelism),
+        **kafka_security.from_env().spark(),
     }

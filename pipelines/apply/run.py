@@ -80,7 +80,7 @@ class Pipeline:
         self.discover = discover
         self.stopping = False
         self.next_discovery = self.next_summary = 0.0
-        self.search_client = SearchClient(settings.opensearch_url, settings.search_retry_s, out)
+        self.search_client = SearchClient.of(settings, settings.search_retry_s, out)
         self.watch = Watch(settings.kafka_bootstrap)
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
         self.next_watch = 0.0

@@ -49,7 +49,7 @@ def run(
     run_log.configure()
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
     if any(r.search for r in refs):  # and OpenSearch, if an index is configured
-        SearchClient(settings.opensearch_url, retry_for_s=0).request("GET", "/")
+        SearchClient.of(settings, retry_for_s=0).request("GET", "/")
     if options.once:  # "everything available" = every change committed before this command
         CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
         for slot, source in slot_sources(settings, refs).items():

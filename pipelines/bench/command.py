@@ -212,7 +212,7 @@ class Bench:
         pipeline.start()
         sampler.add("changelake run", pipeline.pid)
         watch = IndexWatch(
-            SearchClient(self.settings.opensearch_url, retry_for_s=0),
+            SearchClient.of(self.settings, retry_for_s=0),
             [f"{source.PREFIX}.public.products", f"{source.PREFIX}.public.customers"],
         )
         watch.start()

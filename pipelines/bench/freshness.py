@@ -42,7 +42,7 @@ def searchable_after(client: SearchClient, alias: str, token: str, deadline_s: f
 def measure(settings: Settings, samples: int, pause_s: float, deadline_s: float) -> list[float]:
     (ref,) = tables.captured(settings, ["products"])
     alias = alias_for(ref.topic)
-    client = SearchClient(settings.opensearch_url, retry_for_s=0)
+    client = SearchClient.of(settings, retry_for_s=0)
     with psycopg.connect(Postgres(settings).admin_dsn(), autocommit=True) as conn:
         skus = [
             r[0]

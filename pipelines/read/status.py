@@ -58,7 +58,7 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     absent = {"state": "not in this run" if pipeline["running"] else NOT_RUNNING, "error": None}
     marks = _marks(settings.kafka_bootstrap, [r.topic for r in refs], problems)
     errors = _error_counts(spark, settings)
-    client = SearchClient(settings.opensearch_url, retry_for_s=0)
+    client = SearchClient.of(settings, retry_for_s=0)
     report_tables = {
         ref.name: {
             **_table_report(spark, settings, ref, marks),

@@ -12,17 +12,17 @@ import hashlib
 import os
 import shutil
 import subprocess
-import zipfile
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 from pipelines import progress as bars
 from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 from pipelines.stack.connect import DEBEZIUM_PLUGIN
 from pipelines.stack.opensearch import distribution_dir
+from pipelines.stack.secured_opensearch import SECURE_DIST, prepare_secured
 from pipelines.stack.service import ensure_service_user
+from pipelines.stack.vendor_files import is_complete, unzip
 
 # Maven profile → vendor folder (see pom.xml).
 MAVEN_FOLDERS = {
@@ -31,6 +31,7 @@ MAVEN_FOLDERS = {
     "debezium": DEBEZIUM_PLUGIN,
     "spark": "spark",
     "opensearch": "dist",
+    "opensearch-secure": SECURE_DIST,
 }
 
 Progress = Callable[[str], None]
@@ -48,11 +49,6 @@ def pom_stamp(settings: Settings) -> str:
     for path in sources:
         digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def is_complete(folder: Path, stamp: str) -> bool:
-    marker = folder / ".complete"
-    return marker.exists() and marker.read_text().strip() == stamp
 
 
 def fetch_profile(settings: Settings, profile: str, stamp: str, progress: Progress) -> None:
@@ -108,16 +104,9 @@ def unpack_opensearch(settings: Settings, stamp: str, progress: Progress) -> Non
     target = distribution_dir(settings.vendor, version)
     if is_complete(target, stamp):
         return
-    archive = settings.vendor / "dist" / f"opensearch-{version}.zip"
     if target.exists():
         shutil.rmtree(target)
-    with zipfile.ZipFile(archive) as zf:
-        zf.extractall(settings.vendor)
-        # zipfile drops Unix permissions; put the executable bits back.
-        for info in zf.infolist():
-            mode = (info.external_attr >> 16) & 0o777
-            if mode:
-                os.chmod(settings.vendor / info.filename, mode)
+    unzip(settings.vendor / "dist" / f"opensearch-{version}.zip", settings.vendor)
     (target / ".complete").write_text(stamp)
     progress(f"  opensearch  unpacked → {target}")
 
@@ -200,6 +189,7 @@ def setup(settings: Settings, progress: Progress = print) -> None:
         *((p, partial(fetch_profile, settings, p, stamp)) for p in MAVEN_FOLDERS),
         ("smt", partial(build_smt, settings, stamp)),
         ("opensearch", partial(unpack_opensearch, settings, stamp)),
+        ("opensearch-secure", partial(prepare_secured, settings, stamp)),
         ("s3", partial(build_s3_server, settings)),
     ]
     # Each step's own lines are written above the bar, which counts the steps done.

@@ -81,7 +81,7 @@ def test_index_follows_snapshot_changes_replays_and_truncate(
 ) -> None:
     t = f"search_{unique}"
     p = pipeline([t], ddl(t), search={t: FIELDS})
-    client = SearchClient(settings.opensearch_url)
+    client = SearchClient.of(settings)
     alias = p.alias(t)
 
     def same(*skip: str) -> None:
@@ -156,7 +156,7 @@ def replay(p: Pipeline, settings: Settings, t: str, start: int, end: int) -> dic
     )
     spec = load_specs(p.home / "search.json")[t]
     ref = TableRef("public", t, topic, "replay", p.prefix, search=spec)
-    client = SearchClient(settings.opensearch_url)
+    client = SearchClient.of(settings)
     seen: dict[str, Any] = {}
     applier = TableApplier(
         p.spark,
@@ -182,7 +182,7 @@ def test_index_catches_up_after_an_outage_and_reindexes_under_load(
 ) -> None:
     t = f"outage_{unique}"
     p = pipeline([t], ddl(t), search={t: FIELDS})
-    client = SearchClient(settings.opensearch_url)
+    client = SearchClient.of(settings)
     alias = p.alias(t)
     s9 = key_of(p, t, "S9")
 

@@ -59,7 +59,7 @@ def test_verify_finds_one_changed_value_and_rows_missing_or_extra(
     ghost = ghost.withColumn("shop", F.lit(9)).withColumn("sku", F.lit("ghost"))
     ghost.write.format("delta").mode("append").save(lake)
     # And one document in the index, overwritten at a newer version.
-    client = SearchClient(settings.opensearch_url)
+    client = SearchClient.of(settings)
     body = {"name": "tampered", "price": 1, "tags": [], "seen": None, "shop": 1, "sku": "SKU-5"}
     # Versions are LSNs: above any a server will reach (10 GB of WAL already passes 9,999,999,999).
     client.request(

@@ -34,6 +34,10 @@ KNOWN_FAKES: dict[tuple[str, str], str] = {
     ("tests/integration/test_connectors.py", "not-the-password"): "a wrong password, on purpose",
     ("tests/unit/test_source_checks.py", "s3=cret"): "a properties file's value, resolved",
     ("tests/unit/test_served.py", "t0k"): "a served.json's token, read back",
+    ("tests/unit/test_compose_s3.py", "dummy-access"): "only `docker-compose config` sees it",
+    ("tests/unit/test_compose_s3.py", "dummy-secret"): "as dummy-access",
+    ("tests/unit/test_spark_settings.py", "aws-secret"): "shows which variable's key S3A gets",
+    ("tests/unit/test_spark_settings.py", "own-access"): "as aws-secret",
 }
 
 # A key is password-like when it ends with one of these words (`database.password`,

@@ -80,7 +80,7 @@ def verify(
     step: int = STEP,
 ) -> list[TableCheck]:
     wait_applied(settings, spark, refs, timeout_s, out)
-    client = SearchClient(settings.opensearch_url, retry_for_s=30)
+    client = SearchClient.of(settings, retry_for_s=30)
     checks: dict[str, TableCheck] = {}
     for source in {r.source for r in refs}:  # each connector's own source database
         with connect(source_of(settings, dict(source)).dsn()) as conn:

@@ -36,7 +36,7 @@ def wait_applied(
     for slot, source in slot_sources(settings, refs).items():
         wait_caught_up(source, slot, timeout_s, say=out)
     ends = {r.name: _ends(settings.kafka_bootstrap, r.topic) for r in refs}
-    client = SearchClient(settings.opensearch_url, retry_for_s=0)
+    client = SearchClient.of(settings, retry_for_s=0)
     deadline = time.monotonic() + timeout_s
     said = 0.0
     pending = list(refs)
