@@ -172,6 +172,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=commands.verify_command)
 
+    p = sub.add_parser(
+        "maintain",
+        help="OPTIMIZE the derived tables (pack the small files compactions leave) and VACUUM "
+        "the files no version needs; safe beside a running pipeline",
+    )
+    p.add_argument("tables", nargs="*", help="tables to maintain (default: all captured)")
+    p.add_argument(
+        "--retain-hours",
+        type=float,
+        default=168.0,  # Delta's own default deleted-file retention: a week
+        help="VACUUM keeps files younger than this; never below the table's deleted-file "
+        "retention, a week by default",
+    )
+    p.set_defaults(handler=commands.maintain_command)
+
     p = sub.add_parser("chaos", help="inject faults under load; verify after every round")
     p.add_argument("--rounds", type=int, default=6, help="rounds of one fault of each kind")
     p.add_argument("--rate", type=float, default=30.0, help="workload transactions per second")

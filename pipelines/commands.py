@@ -264,6 +264,17 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if equal else 1
 
 
+def maintain_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import tables
+    from pipelines.sinks.maintenance import maintain
+    from pipelines.spark import owned_session
+
+    refs = tables.captured(settings, _names(",".join(args.tables)) or None)
+    with owned_session(settings, app="changelake-maintain") as spark:
+        maintain(spark, refs, settings.lake, args.retain_hours, print)
+    return 0
+
+
 def chaos_command(args: argparse.Namespace, settings: Settings) -> int:
     import os
     from datetime import UTC, datetime

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
@@ -54,6 +56,22 @@ def run_config(
         timeout=120,
         check=False,
     )
+
+
+def resolved(env_file: Path, extra_env: Mapping[str, str], *files: Path) -> dict[str, Any]:
+    """The compose files as docker-compose resolves them; fails with its complaint."""
+    result = run_config(env_file, extra_env, files=files)
+    assert result.returncode == 0, result.stderr
+    loaded = yaml.safe_load(result.stdout)
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def empty_env_file(folder: Path) -> Path:
+    """An empty --env-file: any .env on the developer's machine stays out of the tests."""
+    path = folder / "empty.env"
+    path.write_text("")
+    return path
 
 
 def published_ports(service: Mapping[str, Any]) -> list[tuple[str, int, int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -70,3 +71,11 @@ def test_snapshot_then_changes_then_truncate(
     )
     p.run_once()
     assert p.assert_equal(t, ["id"]) == 2
+
+    # Upkeep: the compactions' small files packed, nothing a reader needs deleted, reads equal.
+    done = p.cli("maintain", t).stdout
+    before, after = map(int, re.findall(rf"{t}: ([\d,]+) files → ([\d,]+) after", done)[0])
+    assert 1 <= after <= before, done
+    assert p.assert_equal(t, ["id"]) == 2
+    unsafe = p.cli("maintain", t, "--retain-hours", "1", check=False)
+    assert unsafe.returncode == 1 and "--retain-hours 1: below" in unsafe.stderr

@@ -14,8 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
-import yaml
 
+from pipelines import kafka_security
 from pipelines.capture.source import source_of
 from pipelines.settings import (
     POSTGRES_REPLICATION,
@@ -26,6 +26,7 @@ from pipelines.settings import (
 )
 from pipelines.stack import connect
 from pipelines.stack.install import SMT_FOLDER
+from tests import compose_files
 from tests.compose_files import (
     COMPOSE_FILE,
     CONNECT_DOCKERFILE,
@@ -44,6 +45,7 @@ from tests.compose_files import (
     env_of,
     parse_dockerfile,
     published_ports,
+    resolved,
     run_config,
     substitute,
 )
@@ -58,18 +60,12 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def empty_env_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("compose") / "empty.env"
-    path.write_text("")
-    return path
+    return compose_files.empty_env_file(tmp_path_factory.mktemp("compose"))
 
 
 @pytest.fixture(scope="module")
 def config(empty_env_file: Path) -> dict[str, Any]:
-    result = run_config(empty_env_file, PASSWORDS)
-    assert result.returncode == 0, result.stderr
-    loaded = yaml.safe_load(result.stdout)
-    assert isinstance(loaded, dict)
-    return loaded
+    return resolved(empty_env_file, PASSWORDS)
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +105,43 @@ def test_env_example_names_every_password_with_no_value() -> None:
 
 
 def test_no_password_has_a_default_in_the_compose_file() -> None:
+    """The stack's own passwords are required (`:?`); the optional logins to a secured
+    OpenSearch or Kafka of the user's default to empty, never to a value."""
     text = COMPOSE_FILE.read_text()
-    uses = re.findall(r"\$\{(CHANGELAKE_\w*PASSWORD)(:?[-?+])?", text)
-    assert {name for name, _ in uses} == set(PASSWORDS)
-    assert {operator for _, operator in uses} == {":?"}
+    uses = re.findall(r"\$\{(CHANGELAKE_\w*PASSWORD)(:?[-?+])?([^}]*)\}", text)
+    required = {name: op for name, op, _ in uses if name in PASSWORDS}
+    assert required == dict.fromkeys(PASSWORDS, ":?")
+    optional = {name: (op, default) for name, op, default in uses if name not in PASSWORDS}
+    assert optional == dict.fromkeys(
+        ("CHANGELAKE_OPENSEARCH_PASSWORD", "CHANGELAKE_KAFKA_PASSWORD"), (":-", "")
+    )
+
+
+def test_the_clients_of_a_secured_opensearch_and_kafka_get_the_env_files_settings(
+    tmp_path: Path,
+) -> None:
+    """What .env sets for a secured OpenSearch or Kafka reaches both services that run the CLI,
+    as its own Settings and Kafka security read them."""
+    env_file = tmp_path / ".env"
+    secured = {
+        "CHANGELAKE_OPENSEARCH_TLS": "true",
+        "CHANGELAKE_OPENSEARCH_USER": "changelake",
+        "CHANGELAKE_OPENSEARCH_PASSWORD": "dummy-search-password",
+        "CHANGELAKE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "CHANGELAKE_KAFKA_USER": "changelake",
+        "CHANGELAKE_KAFKA_PASSWORD": "dummy-kafka-password",
+    }
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in {**PASSWORDS, **secured}.items()))
+    services = resolved(env_file, {})["services"]
+    for name in ("connectors", "pipeline"):  # both reach Kafka
+        kafka = kafka_security.from_env(env_of(services[name])).librdkafka()
+        assert kafka["security.protocol"] == "SASL_PLAINTEXT", name
+        assert kafka["sasl.password"] == "dummy-kafka-password", name
+    env = env_of(services["pipeline"])  # only `run` writes the index
+    theirs = load_settings(env)
+    assert theirs.opensearch_url.startswith("https://opensearch:")
+    assert theirs.opensearch_user == "changelake"
+    assert env["CHANGELAKE_OPENSEARCH_PASSWORD"] == "dummy-search-password"
 
 
 def test_images_are_the_versions_pinned_in_pom(

@@ -11,7 +11,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-import yaml
 
 from pipelines.settings import Settings, load_settings, read_versions
 from pipelines.spark import s3a_conf
@@ -19,8 +18,10 @@ from tests.compose_files import (
     DOCKER_COMPOSE,
     PASSWORDS,
     ROOT,
+    empty_env_file,
     env_of,
     published_ports,
+    resolved,
     run_config,
 )
 
@@ -32,16 +33,12 @@ KEYS = {"CHANGELAKE_S3_ACCESS_KEY": "dummy-access", "CHANGELAKE_S3_SECRET_KEY": 
 
 @pytest.fixture(scope="module")
 def env_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("compose-s3") / "empty.env"
-    path.write_text("")
-    return path
+    return empty_env_file(tmp_path_factory.mktemp("compose-s3"))
 
 
 @pytest.fixture(scope="module")
 def services(env_file: Path) -> dict[str, dict[str, Any]]:
-    result = run_config(env_file, {**PASSWORDS, **KEYS}, files=(S3_FILE,))
-    assert result.returncode == 0, result.stderr
-    return dict(yaml.safe_load(result.stdout)["services"])
+    return dict(resolved(env_file, {**PASSWORDS, **KEYS}, S3_FILE)["services"])
 
 
 @pytest.mark.parametrize("missing", sorted(KEYS))

@@ -38,6 +38,11 @@ KNOWN_FAKES: dict[tuple[str, str], str] = {
     ("tests/unit/test_compose_s3.py", "dummy-secret"): "as dummy-access",
     ("tests/unit/test_spark_settings.py", "aws-secret"): "shows which variable's key S3A gets",
     ("tests/unit/test_spark_settings.py", "own-access"): "as aws-secret",
+    ("tests/unit/test_kafka_security.py", 'pa"ss\\word'): "shows a password escaped for JAAS",
+    ("tests/unit/test_kafka_security.py", "pa\\"): "the same password, escaped",
+    ("tests/integration/test_search_security.py", "wrong"): "a wrong password, on purpose",
+    ("tests/unit/test_compose.py", "dummy-search-password"): "only `docker-compose config` sees it",
+    ("tests/unit/test_compose.py", "dummy-kafka-password"): "as dummy-search-password",
 }
 
 # A key is password-like when it ends with one of these words (`database.password`,
@@ -144,6 +149,8 @@ def _yaml_value(raw: str | None) -> str | None:
     if raw is None:
         return None
     raw = re.sub(r"^&[\w.\-]+\s*", "", raw.strip())
+    if not raw:  # `key: &anchor` opening a block
+        return None
     if raw[:1] in "\"'":
         return _unquote(raw.split(" #")[0]) if raw[-1:] == raw[0] else _unquote(raw)
     raw = raw.split(" #")[0].strip()
