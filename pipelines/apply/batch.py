@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,8 @@ from pipelines.sinks.delta import (
 from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.tables import TableRef
 
+ONE_TASK_RECORDS = 20_000  # a table's batch of up to this many records is planned as one task
+
 
 @dataclass
 class BatchStats:
@@ -73,6 +76,7 @@ class BatchStats:
     marks: list[Mark] = field(default_factory=list)  # the batch's key-change records
     # Each schema version's first record (partition, offset), when `record_stats` counted them.
     firsts: dict[int, tuple[int, int]] | None = None
+    jobs: int = 0  # Spark jobs the table's part of the batch ran
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
     started: float = field(default_factory=time.monotonic)  # when the batch began
 
@@ -182,7 +186,13 @@ class TableApplier:
     def apply_records(self, env: DataFrame, batch_id: int, stats: BatchStats) -> None:
         """Apply this table's records of a batch (`env`, cut into envelopes), whose offsets and
         counts `stats` holds; seal the epoch if a compaction is due, and report."""
+        # Its Spark jobs in a group of their own (named in Spark's UI), so the line can say how
+        # many a table's batch took: each is a round of scheduling on the machine's few cores.
+        group = f"changelake:{self.table.topic}:{batch_id}:{uuid.uuid4().hex[:8]}"
+        context = self.spark.sparkContext
+        context.setJobGroup(group, f"{self.table.name}: batch {batch_id}")
         stats = self.apply(env, stats)
+        stats.jobs = len(context.statusTracker().getJobIdsForGroup(group))
         if self.compactor is not None and self.compactor.due(self.table.name):
             sealed = self.seal()
             if sealed is not None:
@@ -246,7 +256,7 @@ class TableApplier:
                 self._prepare(decoded, previous, key)
             meta = self._meta(stats, previous, key)
             rows = latest_per_key(
-                after_truncate(decoded.changes, _wiped_below(stats, previous)),
+                _by_key(after_truncate(decoded.changes, _wiped_below(stats, previous)), key, stats),
                 key,
                 decoded.toastable if stats.toasted else (),
             )
@@ -358,6 +368,15 @@ class TableApplier:
         if bad:  # counted in the batch's aggregations: no job when there are none
             self.errors.write(decoded.errors)
         return bad
+
+
+def _by_key(changes: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
+    """A small batch's changes in one partition by key: its newest change per key is found in
+    one task and appended as one file, not one per shuffle partition (four tiny files a batch
+    cost the write's tasks, and every later read and compaction, more than one task saves)."""
+    if stats.records > ONE_TASK_RECORDS or not key:
+        return changes
+    return changes.repartition(1, *key)
 
 
 def _wiped_below(stats: BatchStats, previous: CommitMeta | None) -> int | None:

@@ -49,7 +49,9 @@ def batch_line(job: TableJob, stats: dict[str, Any]) -> str | None:
         f"{job.ref.name}: batch {stats['batch']}: {stats['changes']:,} changes from "
         f"{stats['records']:,} records{extra} in {seconds:.1f}s "
         f"({stats['changes'] / max(seconds, 1e-9):,.0f}/s), "
-        f"LSN {lsn_text(int(stats['max_lsn']))} [{phases}]"
+        f"LSN {lsn_text(int(stats['max_lsn']))}"
+        + (f", {stats['jobs']} Spark jobs" if stats.get("jobs") else "")
+        + f" [{phases}]"
     )
 
 

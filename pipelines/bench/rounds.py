@@ -15,7 +15,7 @@ from pipelines.run_log import PREFIX
 
 _BATCH = re.compile(
     rf"^{PREFIX}(?P<table>[\w.]+): batch (?P<batch>\d+): (?P<changes>[\d,]+) changes from .*"
-    r" in (?P<seconds>[\d.]+)s \(.*\[(?P<phases>[^\]]*)\]\s*$"
+    r" in (?P<seconds>[\d.]+)s \(.*?(?:, (?P<jobs>\d+) Spark jobs)? \[(?P<phases>[^\]]*)\]\s*$"
 )
 _COMPACTED = re.compile(
     rf"^{PREFIX}(?P<table>[\w.]+): compacted changelog epochs through \d+ into the base table"
@@ -28,6 +28,7 @@ class RoundFigures(TypedDict):
     round_s_p50: float  # from a round's start to its slowest table's commit
     table_batches: int
     changes_p50: float  # per table batch
+    jobs_p50: float | None  # Spark jobs per table batch (lines before they were counted: None)
     phases_p50: dict[str, float]  # per phase, over the table batches it took any time in
     phase_batches: dict[str, int]  # how many those were
     compactions: int
@@ -40,6 +41,7 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
     rounds: dict[tuple[int, int], float] = defaultdict(float)
     restarts = last = 0  # a restarted query numbers its batches from 0 again
     changes: list[float] = []
+    jobs: list[float] = []
     phases: dict[str, list[float]] = defaultdict(list)
     compactions: list[float] = []
     for line in lines:
@@ -48,6 +50,8 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
             restarts, last = restarts + (number < last), number
             rounds[restarts, number] = max(rounds[restarts, number], seconds)
             changes.append(float(batch["changes"].replace(",", "")))
+            if batch["jobs"]:
+                jobs.append(float(batch["jobs"]))
             for part in filter(None, (p.strip() for p in batch["phases"].split(","))):
                 name, _, value = part.rpartition(" ")
                 if float(value) > 0:  # a phase with nothing to do (no index) shows 0.0
@@ -61,6 +65,7 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
         round_s_p50=median(list(rounds.values())),
         table_batches=len(changes),
         changes_p50=median(changes),
+        jobs_p50=median(jobs) if jobs else None,
         phases_p50={name: median(values) for name, values in phases.items()},
         phase_batches={name: len(values) for name, values in phases.items()},
         compactions=len(compactions),
@@ -82,7 +87,14 @@ def rounds_section(figures: RoundFigures | None) -> list[str]:
         f"During the sustained load the connector's query ran {figures['rounds']:,} rounds with "
         f"changes; a round took {figures['round_s_p50']:.1f} s (median, from its start to its "
         f"slowest table's changelog commit). Its {figures['table_batches']:,} table batches "
-        f"held {figures['changes_p50']:,.0f} changes each (median). Per phase, the median "
+        f"held {figures['changes_p50']:,.0f} changes each (median)"
+        + (
+            f" and ran {figures['jobs_p50']:.0f} Spark jobs each (median, the round's shared "
+            "read not counted)"
+            if figures.get("jobs_p50")
+            else ""
+        )
+        + ". Per phase, the median "
         "seconds over the table batches that spent any time in it (`records` is the round's one "
         "read and count, shared by its tables; the tables run side by side):",
         f"| phase | seconds | table batches |\n| --- | --- | --- |\n{rows}",

@@ -15,7 +15,9 @@ from pipelines.bench.rounds import round_figures, rounds_section
 from pipelines.tables import TableRef
 
 
-def line(table: str, batch: int, changes: int, seconds: float, **phases: float) -> str:
+def line(
+    table: str, batch: int, changes: int, seconds: float, jobs: int = 0, **phases: float
+) -> str:
     job = TableJob(TableRef("public", table, f"bench.public.{table}", "bench", "slot"))
     stats: dict[str, Any] = {
         "batch": batch,
@@ -23,6 +25,7 @@ def line(table: str, batch: int, changes: int, seconds: float, **phases: float) 
         "changes": changes,
         "seconds": seconds,
         "max_lsn": 123456,
+        "jobs": jobs,
         "phases": phases,
     }
     text = batch_line(job, stats)
@@ -52,6 +55,15 @@ def test_rounds_phases_and_compactions_are_read_back() -> None:
     assert figures["compaction_s_total"] == 20.0
     section = "\n\n".join(rounds_section(figures))
     assert "ran 3 rounds" in section and "| append | 1.10 | 4 |" in section
+
+
+def test_jobs_per_table_batch_are_read_back_when_the_lines_count_them() -> None:
+    counted = [line("orders", 1, 10, 1.0, jobs=6, append=0.5), line("orders", 2, 10, 1.0, jobs=9)]
+    figures = round_figures([*counted, line("orders", 3, 10, 1.0, jobs=7, decode=0.2)])
+    assert figures is not None and figures["jobs_p50"] == 7
+    assert "ran 7 Spark jobs each" in "\n\n".join(rounds_section(figures))
+    uncounted = round_figures([line("orders", 1, 10, 1.0, append=0.5)])  # older lines
+    assert uncounted is not None and uncounted["jobs_p50"] is None
 
 
 def test_a_run_without_batches_has_no_rounds() -> None:
