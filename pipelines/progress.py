@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from pipelines.spark import job_group
+
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 Out = Callable[[str], None]
@@ -43,9 +46,11 @@ def spark_tasks(
     of their own, so jobs other threads run at the same time (other tables' batches, the
     compactor) are not counted; the thread's previous group is restored afterwards."""
     sc = spark.sparkContext
-    group = f"changelake-progress-{threading.get_ident()}-{time.monotonic_ns()}"
-    previous = sc.getLocalProperty("spark.jobGroup.id")
-    sc.setJobGroup(group, desc)
+    with job_group(sc, desc) as group:
+        yield from _watched(sc, group, desc, out, every_s)
+
+
+def _watched(sc: SparkContext, group: str, desc: str, out: Out, every_s: float) -> Iterator[None]:
     done = threading.Event()
     shown = bar(desc, unit="task")
     started = time.monotonic()
@@ -77,5 +82,3 @@ def spark_tasks(
         done.set()
         watcher.join()
         shown.close()
-        sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
-        sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 PACKAGE_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
@@ -173,6 +175,21 @@ def owned_session(
     finally:
         if not had:
             spark.stop()
+
+
+@contextmanager
+def job_group(context: SparkContext, desc: str) -> Iterator[str]:
+    """The Spark jobs this thread starts inside the block run in a job group of their own (its
+    id is yielded: `statusTracker().getJobIdsForGroup` finds them; Spark's UI shows `desc`);
+    the thread's previous group is restored afterwards."""
+    group = f"changelake-{threading.get_ident()}-{uuid.uuid4().hex[:12]}"
+    previous = context.getLocalProperty("spark.jobGroup.id")
+    context.setJobGroup(group, desc)
+    try:
+        yield group
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
+        context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
 def kafka_options(spark: SparkSession, bootstrap: str, topics: list[str]) -> dict[str, str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +51,7 @@ from pipelines.sinks.delta import (
     furthest,
 )
 from pipelines.sinks.search import SearchSink, rejected_frame
+from pipelines.spark import job_group
 from pipelines.tables import TableRef
 
 ONE_TASK_RECORDS = 20_000  # a table's batch of up to this many records is planned as one task
@@ -188,11 +188,10 @@ class TableApplier:
         counts `stats` holds; seal the epoch if a compaction is due, and report."""
         # Its Spark jobs in a group of their own (named in Spark's UI), so the line can say how
         # many a table's batch took: each is a round of scheduling on the machine's few cores.
-        group = f"changelake:{self.table.topic}:{batch_id}:{uuid.uuid4().hex[:8]}"
         context = self.spark.sparkContext
-        context.setJobGroup(group, f"{self.table.name}: batch {batch_id}")
-        stats = self.apply(env, stats)
-        stats.jobs = len(context.statusTracker().getJobIdsForGroup(group))
+        with job_group(context, f"{self.table.name}: batch {batch_id}") as group:
+            stats = self.apply(env, stats)
+            stats.jobs = len(context.statusTracker().getJobIdsForGroup(group))
         if self.compactor is not None and self.compactor.due(self.table.name):
             sealed = self.seal()
             if sealed is not None:
