@@ -10,7 +10,9 @@ from dataclasses import dataclass
 class RunOptions:
     once: bool = False
     resnapshot: tuple[str, ...] = ()
-    trigger_seconds: float = 2.0  # the micro-batch interval
+    trigger_seconds: float = (
+        1.0  # the micro-batch interval (a batch that runs longer is followed at once)
+    )
     compact_seconds: float = 30.0  # how often a streaming run folds a table's changelog in
     max_records_per_batch: int = 50_000  # per table per micro-batch
     ui: bool = False  # Spark's web UI (jobs, stages, streaming queries), on loopback

@@ -4,15 +4,22 @@ table": the newest change per key by its timestamp, then one MERGE that deletes,
 inserts). No LSN guard, no TOAST handling, no separate snapshot path, no tuning.
 
     python -m pipelines.bench.baseline JOBS_JSON   # [{topic, key, path, checkpoint, schema}]
+    python -m pipelines.bench.baseline --stream JOBS_JSON
 
 Every table's query runs at once in one Spark session, as the users' job would; the command
-prints the seconds until all of them had applied what their topics held at the start.
+prints the seconds until all of them had applied what their topics held at the start. With
+`--stream` the queries start at their topics' ends and run a micro-batch every second (as
+`changelake run` does in the bench) until SIGTERM or SIGINT; `STREAMING` is printed once every
+query runs. Each query's checkpoint says when each batch ended (its commit file) and up to which
+offsets it read: the bench reads its freshness from there, so the job does no work of ours.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,21 +105,26 @@ class Job:
     row: T.StructType
 
 
-def start(spark: SparkSession, bootstrap: str, job: Job) -> StreamingQuery:
+STREAMING = "STREAMING"  # printed by --stream once every query runs
+TRIGGER = "1 second"  # --stream's micro-batch interval: the bench runs changelake with 1 s too
+
+
+def start(spark: SparkSession, bootstrap: str, job: Job, stream: bool = False) -> StreamingQuery:
     if not DeltaTable.isDeltaTable(spark, job.path):
         spark.createDataFrame([], job.row).write.format("delta").save(job.path)
-    return (
+    writer = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", job.topic)
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", "latest" if stream else "earliest")
         .option("failOnDataLoss", "false")
         .load()
         .writeStream.foreachBatch(upsert(DeltaTable.forPath(spark, job.path), job.row, job.key))
         .option("checkpointLocation", job.checkpoint)
-        .trigger(availableNow=True)
-        .start()
     )
+    if stream:
+        return writer.trigger(processingTime=TRIGGER).start()
+    return writer.trigger(availableNow=True).start()
 
 
 def run(spark: SparkSession, bootstrap: str, jobs: list[Job]) -> float:
@@ -124,7 +136,23 @@ def run(spark: SparkSession, bootstrap: str, jobs: list[Job]) -> float:
     return time.monotonic() - started
 
 
+def stream(spark: SparkSession, bootstrap: str, jobs: list[Job]) -> None:
+    """Run every query until SIGTERM or SIGINT, then stop them."""
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    queries = [start(spark, bootstrap, job, stream=True) for job in jobs]
+    print(STREAMING, flush=True)
+    while not stopping.wait(0.5):
+        if failed := [q for q in queries if not q.isActive]:
+            raise RuntimeError(f"baseline query {failed[0].name} ended: {failed[0].exception()}")
+    for query in queries:
+        query.stop()
+
+
 def main(argv: list[str]) -> int:
+    streaming = argv[:1] == ["--stream"]
+    argv = argv[1:] if streaming else argv
     settings = load_settings()
     spark = session(settings, app="changelake-bench-baseline")
     jobs = [
@@ -137,8 +165,10 @@ def main(argv: list[str]) -> int:
         )
         for j in json.loads(argv[0])
     ]
-    seconds = run(spark, settings.kafka_bootstrap, jobs)
-    print(json.dumps({"seconds": seconds}))
+    if streaming:
+        stream(spark, settings.kafka_bootstrap, jobs)
+    else:
+        print(json.dumps({"seconds": run(spark, settings.kafka_bootstrap, jobs)}))
     spark.stop()
     return 0
 

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import kafka_io
-from pipelines.bench import pipeline_runs, query_latency, resources, source, stages
+from pipelines.bench import (
+    baseline_stream,
+    pipeline_runs,
+    query_latency,
+    resources,
+    source,
+    stages,
+)
+from pipelines.bench.baseline_stream import BaselineStream
 from pipelines.bench.connector_pair import ConnectorPair
 from pipelines.bench.pgbench_load import PgbenchRun, run_pgbench
 from pipelines.bench.report import machine_info, stage_figures, sustained_figures, write_report
@@ -23,19 +31,12 @@ from pipelines.bench.sustained import (
     IndexWatch,
     Load,
     Step,
+    changelog_lags,
     judged_by_freshness,
     run_steps,
     timeline,
 )
-from pipelines.bench.visibility import (
-    changelog_commits,
-    commits,
-    delta_commits,
-    freshness_of,
-    freshness_s,
-    table_shape,
-    topic_changes,
-)
+from pipelines.bench.visibility import changelog_commits, commits, freshness_figures, table_shape
 from pipelines.chaos.pipeline_process import PipelineProcess
 from pipelines.demo.seed import seed
 from pipelines.search.client import SearchClient
@@ -105,6 +106,7 @@ class Bench:
             self._snapshot()
             self._stage_limits(dsn)
             steps, moments = self._sustained(dsn, sampler)
+            self._baseline_sustained(dsn)
         finally:  # a connector left running would hold its slot, and its WAL, for nothing
             source.remove_connectors(self.settings, self.say)
         results = self._results(steps, moments, sampler.stop(), started_at, began)
@@ -154,7 +156,7 @@ class Bench:
         self.figures["baseline_snapshot_per_s"] = self.figures["rows"] / seconds
         self.say(f"  {self.figures['rows']:,} rows in {seconds:.0f} s")
 
-    def _baseline_jobs(self) -> list[dict[str, object]]:
+    def _baseline_jobs(self, checkpoints: str = "baseline-checkpoints") -> list[dict[str, object]]:
         jobs: list[dict[str, object]] = []
         for name in source.TABLES:
             key, schema = table_shape(self.table(name))
@@ -163,7 +165,7 @@ class Bench:
                     "topic": f"{source.STOCK_PREFIX}.public.{name}",  # the stock converter's
                     "key": key,
                     "path": str(self.out_dir / "baseline" / name),
-                    "checkpoint": str(self.out_dir / "baseline-checkpoints" / name),
+                    "checkpoint": str(self.out_dir / checkpoints / name),
                     "schema": schema,
                 }
             )
@@ -224,7 +226,7 @@ class Bench:
             )
             steps = run_steps(
                 self._load(dsn),
-                [self.table(t) for t in source.TABLES],
+                changelog_lags([self.table(t) for t in source.TABLES]),
                 o.rates,
                 o.step_s,
                 o.settle_s,
@@ -241,6 +243,27 @@ class Bench:
         queries["local_s"] = query_latency.timed_query(self.env, queries["sql"])[0]
         self.figures["query"] = queries
         return steps, {"ends": ends, "index": moments}
+
+    def _baseline_sustained(self, dsn: str) -> None:
+        """The same step-up against the textbook job streaming on its own connector, with
+        changelake's connector paused: each has the machine to itself."""
+        o = self.options
+        self.say("bench: the baseline under the same step-up")
+        stages.paused(self.settings.connect_url, self.pair.names["lean"], pause=True)
+        self.pair.stock_from_now()
+        stream = BaselineStream(self.env, self._baseline_jobs("baseline-stream"), self.log)
+        steps, seen = baseline_stream.sustained(
+            self.settings.kafka_bootstrap,
+            stream,
+            self._load(dsn),
+            o.rates,
+            o.step_s,
+            o.settle_s,
+            o.max_lag_s,
+            self.say,
+        )
+        self.figures["baseline_sustained"] = sustained_figures(steps)
+        self.figures["baseline_freshness"] = summarize(seen).as_dict() if seen else None
 
     def _pipeline_log(self) -> Path:
         return self.out_dir / "pipeline.log"  # the streaming run's, for its rounds' figures
@@ -291,28 +314,6 @@ class Bench:
         return True
 
     # --- figures ----------------------------------------------------------------------------------
-    def _freshness(
-        self, ends: Mapping[str, dict[int, int]], index: Mapping[str, list[Any]]
-    ) -> tuple[dict[str, Any], list[tuple[int, float]]]:
-        """The freshness figures, and (commit ms, freshness to Delta s) of every change seen."""
-        search: list[float] = []
-        seen: list[tuple[int, float]] = []
-        unseen = 0
-        for name, topic in zip(source.TABLES, source.topics(), strict=True):
-            changes = topic_changes(self.settings.kafka_bootstrap, topic, ends[topic])
-            covered = freshness_of(changes, delta_commits(self.table(name)))
-            seen += [(c.committed_ms, seconds) for c, seconds in covered]
-            unseen += len(changes) - len(covered)
-            if moments := index.get(topic):
-                search += freshness_s(changes, moments)
-        self.say(f"bench: freshness from {len(seen):,} changes ({unseen:,} not yet visible)")
-        delta = [seconds for _, seconds in seen]
-        figures = {
-            "delta": summarize(delta).as_dict() if delta else None,
-            "search": summarize(search).as_dict() if search else None,
-        }
-        return figures, seen
-
     def _results(
         self,
         steps: list[Step],
@@ -322,7 +323,10 @@ class Bench:
         began: float,
     ) -> dict[str, Any]:
         o, f = self.options, self.figures
-        freshness, seen = self._freshness(moments["ends"], moments["index"])
+        tables = {t: self.table(n) for n, t in zip(source.TABLES, source.topics(), strict=True)}
+        freshness, seen = freshness_figures(
+            self.settings.kafka_bootstrap, tables, moments["ends"], moments["index"], self.say
+        )
         judged = [judged_by_freshness(s, seen, o.step_s, o.max_lag_s) for s in steps]
         for number, (step, result) in enumerate(zip(steps, judged, strict=True), 1):
             if step.result.bounded and not result.bounded:
@@ -350,9 +354,10 @@ class Bench:
             "records": f.get("records"),
             "baseline": {
                 "snapshot_rows_per_s": f["baseline_snapshot_per_s"],
-                "highest_bounded_rate": None,
+                "highest_bounded_rate": f["baseline_sustained"]["highest_bounded_rate"],
                 "apply_changes_per_s": f["baseline_apply_per_s"],
-                "freshness": {"delta": None, "search": None},
+                "freshness": {"delta": f["baseline_freshness"], "search": None},
+                "steps": f["baseline_sustained"]["steps"],
             },
             "ratios": {},
             "resources": {name: u.as_dict() for name, u in usage.items()},

@@ -60,6 +60,17 @@ class ConnectorPair:
         figures["snapshot_connect_cpu_s"] = spent.cpu_s
         return rate.per_s
 
+    def stock_from_now(self) -> None:
+        """A stock-converter connector again, for the baseline's sustained load, streaming from
+        now on without a snapshot (the first one's slot was dropped with it: its backlog would
+        be the baseline's first step)."""
+        folder = self.out_dir / "baseline-connector"
+        name = self.names["stock"] = source.connector_name(f"{self.out_dir.name}-s", stock=True)
+        path = source.connector_file(
+            self.settings, folder, name, stock=True, overrides={"snapshot.mode": "no_data"}
+        )
+        apply_connectors(self.settings, [path], progress=self.say)
+
     def alone(self, kind: str, dsn: str, changes: int) -> stages.Rate:
         """Resume the paused connector alone on the load's WAL (`changes` row changes): its rate
         and Connect's CPU."""

@@ -27,6 +27,7 @@ from pipelines.bench.query_latency import QueryFigures, query_section
 from pipelines.bench.records import RecordFigures, records_section
 from pipelines.bench.rounds import RoundFigures, rounds_section
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
+from pipelines.bench.steps_section import steps_section
 from pipelines.exceptions import ConfigError
 
 REPORT_FILES = ("results.json", "report.md", "freshness.png")
@@ -68,8 +69,11 @@ class Sustained(TypedDict):
 
 
 class Freshness(TypedDict):
-    delta: SummaryDict | None  # Postgres commit → the Delta commit holding the change
+    delta: SummaryDict | None  # Postgres commit → the Delta commit making the change queryable
     search: SummaryDict | None  # Postgres commit → the change is searchable in OpenSearch
+    # Postgres commit → the compaction that folded the change into the base table (what a
+    # reader of the base table alone sees); reports before it lack it
+    base: NotRequired[SummaryDict | None]
 
 
 class Stage(TypedDict):
@@ -91,6 +95,7 @@ class Baseline(TypedDict):
     highest_bounded_rate: float | None
     apply_changes_per_s: float | None
     freshness: Freshness
+    steps: NotRequired[list[StepDict]]  # its own sustained step-up (reports before it lack one)
 
 
 class Usage(TypedDict):
@@ -212,13 +217,13 @@ class Comparison:
     show: Callable[[float], str]
 
 
-def _freshness_figures(sink: str, name: str) -> list[Comparison]:
+def _freshness_figures(sink: str, name: str, baseline_sink: str | None = None) -> list[Comparison]:
     return [
         Comparison(
             key=f"{sink}_{p}",
             label=f"freshness to {name} {p} (s)",
             ours=("freshness", sink, p),
-            baseline=("freshness", sink, p),
+            baseline=("freshness", baseline_sink or sink, p),
             show=md.seconds,
         )
         for p in PERCENTILES
@@ -254,7 +259,9 @@ FIGURES = (
         baseline=("apply_changes_per_s",),
         show=md.count,
     ),
-    *_freshness_figures("delta", "Delta"),
+    *_freshness_figures("delta", "Delta, queryable"),
+    # The baseline's MERGE makes a change queryable and current in the table at once.
+    *_freshness_figures("base", "the base tables", baseline_sink="delta"),
     *_freshness_figures("search", "search"),
 )
 
@@ -333,40 +340,6 @@ def _stages_table(results: Mapping[str, Any]) -> str:
     return md.table(["stage", "changes/s", "fraction of decoding"], rows)
 
 
-def _steps_table(results: Mapping[str, Any]) -> str:
-    steps = _get(results, ("sustained", "steps")) or []
-    rows = [
-        [
-            md.count(s["target_rate"]),
-            md.cell(s.get("achieved_transactions"), md.count),
-            md.count(s["achieved_rate"]),
-            "yes" if s["bounded"] else "no",
-            md.cell(s.get("freshness_p50"), md.seconds),
-            md.cell(s.get("freshness_p99"), md.seconds),
-        ]
-        for s in steps
-    ]
-    header = ["target transactions/s", "achieved transactions/s", "row changes/s", "lag bounded"]
-    header += ["freshness to Delta p50 (s)", "p99 (s)"]
-    return md.table(header, rows) + _steps_caveat(steps)
-
-
-def _steps_caveat(steps: Sequence[Mapping[str, Any]]) -> str:
-    """When every step stayed bounded, the highest rate is only a lower bound; say what limited
-    it if the load generator (which shares the machine) fell short of its target."""
-    if not steps or not all(s["bounded"] for s in steps):
-        return ""
-    last = steps[-1]
-    text = "\n\nEvery step kept lag bounded: the highest sustained rate is a lower bound."
-    reached = last.get("achieved_transactions")
-    if reached is not None and reached < 0.9 * last["target_rate"]:
-        text += (
-            f" The load generator, sharing the machine, reached {md.count(reached)} of the"
-            f" {md.count(last['target_rate'])} transactions/s asked for in the last step."
-        )
-    return text
-
-
 def _resources_table(results: Mapping[str, Any]) -> str:
     rows = [
         [name, f"{usage['cpu_seconds']:,.1f}", md.count(usage["peak_rss_mb"])]
@@ -383,8 +356,9 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         _figures_table(results),
         "## Stages",
         _stages_table(results),
-        "## Load steps",
-        _steps_table(results),
+        *steps_section(
+            _get(results, ("sustained", "steps")) or [], _get(results, ("baseline", "steps"))
+        ),
         *records_section(results.get("records")),
         *rounds_section(results.get("rounds")),
         *query_section(results.get("query")),

@@ -76,9 +76,15 @@ def connector_name(run: str, stock: bool = False) -> str:
     return f"{CONNECTOR}-{'stock-' if stock else ''}{run.lower()}"
 
 
-def connector_file(settings: Settings, folder: Path, name: str, stock: bool = False) -> Path:
+def connector_file(
+    settings: Settings,
+    folder: Path,
+    name: str,
+    stock: bool = False,
+    overrides: dict[str, str] | None = None,
+) -> Path:
     """The shipped shop connector, pointed at the bench database under its own names; `stock`:
-    the baseline's, with the stock converter."""
+    the baseline's, with the stock converter; `overrides`: settings of its own."""
     doc = json.loads((settings.connectors_dir / "shop-postgres.json").read_text())
     doc["name"] = name
     prefix, config = STOCK_PREFIX if stock else PREFIX, doc["config"]
@@ -95,6 +101,7 @@ def connector_file(settings: Settings, folder: Path, name: str, stock: bool = Fa
             "topic.creation.meta.include": (
                 f"{prefix}\\.transaction|__debezium-heartbeat\\.{prefix}"
             ),
+            **(overrides or {}),
         }
     )
     folder.mkdir(parents=True, exist_ok=True)

@@ -28,9 +28,23 @@ class Step:
     lags: list[tuple[int, float]]  # (commit time ms, lag s) of every commit in the step
 
 
+Lags = Callable[[int, int], list[tuple[int, float]]]  # (from ms, to ms) → (commit ms, lag s)
+
+
+def changelog_lags(tables: Sequence[Path]) -> Lags:
+    """changelake's lag at each changelog commit of `tables` between two moments."""
+
+    def lags(since_ms: int, until_ms: int) -> list[tuple[int, float]]:
+        return [
+            (at, lag) for t in tables for at, lag in commit_lags(t) if since_ms <= at <= until_ms
+        ]
+
+    return lags
+
+
 def run_steps(
     load_at: Load,
-    tables: Sequence[Path],
+    lags_between: Lags,
     rates: Sequence[float],
     step_s: float,
     settle_s: float,
@@ -44,12 +58,7 @@ def run_steps(
         say(f"bench: step {number}/{len(rates)}: {rate:g} transactions/s for {step_s:.0f} s")
         load = load_at(rate, step_s, 100 + number)
         time.sleep(min(10.0, settle_s))  # commits of the step's last batches land after it
-        lags = [
-            (at, lag)
-            for t in tables
-            for at, lag in commit_lags(t)
-            if started_ms <= at <= started_ms + (step_s + 10) * 1000
-        ]
+        lags = lags_between(started_ms, started_ms + int((step_s + 10) * 1000))
         samples = sorted(((at - started_ms) / 1000, lag) for at, lag in lags)
         bounded = lag_is_bounded(samples, settle_s=settle_s, max_lag_s=max_lag_s)
         achieved = load.row_changes / load.seconds if load.seconds else 0.0

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pipelines import kafka_io
+from pipelines.bench.stats import summarize
 from pipelines.sinks.changelog import changelog_of
 
 
@@ -24,6 +25,8 @@ from pipelines.sinks.changelog import changelog_of
 class Change:
     lsn: int
     committed_ms: int  # Postgres commit time, as Debezium read it
+    partition: int = 0  # where its record is in its topic
+    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,13 @@ def freshness_s(changes: Iterable[Change], moments: Sequence[Visible]) -> list[f
 
 
 def freshness_of(
-    changes: Iterable[Change], moments: Sequence[Visible]
+    changes: Iterable[Change],
+    moments: Sequence[Visible],
+    position: Callable[[Change], int] = lambda c: c.lsn,
 ) -> list[tuple[Change, float]]:
-    """Each covered change with its freshness in seconds."""
+    """Each covered change with its freshness in seconds: visible from the first moment whose
+    `max_lsn` reaches its `position` (its LSN; for moments read from a streaming checkpoint,
+    its offset, see `baseline_stream`)."""
     ordered = sorted(moments, key=lambda m: (m.at_ms, m.max_lsn))
     reach: list[int] = []
     at: list[int] = []
@@ -51,7 +58,7 @@ def freshness_of(
             at.append(m.at_ms)
     out = []
     for change in changes:
-        i = bisect.bisect_left(reach, change.lsn)
+        i = bisect.bisect_left(reach, position(change))
         if i < len(reach):
             out.append((change, max(0, at[i] - change.committed_ms) / 1000.0))
     return out
@@ -75,6 +82,12 @@ def delta_commits(table_path: Path) -> list[Visible]:
     return [Visible(at, int(m["max_lsn"])) for at, m in both if "max_lsn" in m]
 
 
+def base_commits(table_path: Path) -> list[Visible]:
+    """The commits of the base table alone (its snapshot and compactions): when a change
+    reaches a reader that knows nothing of the changelog."""
+    return [Visible(at, int(m["max_lsn"])) for at, m in commits(table_path) if "max_lsn" in m]
+
+
 def changelog_commits(table_path: Path) -> list[tuple[int, dict[str, Any]]]:
     """`commits` of the base table's changelog (none before its first append)."""
     log = Path(changelog_of(str(table_path)))
@@ -89,7 +102,8 @@ def topic_changes(bootstrap: str, topic: str, start: dict[int, int]) -> list[Cha
         payload = record.payload
         source = (payload or {}).get("source") or {}
         if payload and payload.get("op") in ("c", "u", "d") and "lsn" in source:
-            changes.append(Change(int(source["lsn"]), int(source["ts_ms"])))
+            lsn, at = int(source["lsn"]), int(source["ts_ms"])
+            changes.append(Change(lsn, at, record.partition, record.offset))
     return changes
 
 
@@ -118,3 +132,36 @@ def table_shape(table_path: Path) -> tuple[list[str], dict[str, object]]:
         if "commitInfo" in action and action["commitInfo"].get("userMetadata"):
             key = list(json.loads(action["commitInfo"]["userMetadata"]).get("key", []))
     return key, schema
+
+
+def freshness_figures(
+    bootstrap: str,
+    tables: Mapping[str, Path],
+    ends: Mapping[str, dict[int, int]],
+    index: Mapping[str, list[Visible]],
+    say: Callable[[str], None],
+) -> tuple[dict[str, Any], list[tuple[int, float]]]:
+    """The freshness of every change in each topic of `tables` (topic → its base table) after
+    `ends`, summarized: queryable (`delta`: base ⊕ changelog), in the base table alone
+    (`base`), searchable (`search`, from the `index` moments by topic); and (commit ms,
+    freshness to Delta s) of every change seen."""
+    search: list[float] = []
+    base: list[float] = []
+    seen: list[tuple[int, float]] = []
+    unseen = 0
+    for topic, table in tables.items():
+        changes = topic_changes(bootstrap, topic, ends[topic])
+        covered = freshness_of(changes, delta_commits(table))
+        seen += [(c.committed_ms, seconds) for c, seconds in covered]
+        unseen += len(changes) - len(covered)
+        base += freshness_s(changes, base_commits(table))
+        if moments := index.get(topic):
+            search += freshness_s(changes, moments)
+    say(f"bench: freshness from {len(seen):,} changes ({unseen:,} not yet visible)")
+    delta = [seconds for _, seconds in seen]
+    figures = {
+        "delta": summarize(delta).as_dict() if delta else None,
+        "search": summarize(search).as_dict() if search else None,
+        "base": summarize(base).as_dict() if base else None,
+    }
+    return figures, seen

@@ -68,6 +68,7 @@ def results() -> Results:
         freshness=Freshness(
             delta=Summary(120, 0.8123, 1.96, 12.345, 14.0).as_dict(),
             search=Summary(30, 1.2, 2.5, 3.75, 4.0).as_dict(),
+            base=Summary(120, 16.25, 30.0, 32.5, 35.0).as_dict(),
         ),
         stages=stage_figures(390_000.0, 40_000.0, 1_200.0, 600.0),
         baseline=Baseline(
@@ -77,6 +78,7 @@ def results() -> Results:
             freshness=Freshness(
                 delta=Summary(60, 3.2492, 7.84, 123.4, 130.0).as_dict(), search=None
             ),
+            steps=[StepResult(500, 480.0, False, ((5.0, 40.0), (10.0, 80.0))).as_dict()],
         ),
         ratios={},
         resources={
@@ -130,9 +132,11 @@ def test_the_markdown_shows_each_figure(results: Results) -> None:
         row("highest sustained (changes/s)", "498", "249", times("2.00")),
         row("Spark apply, queryable (changes/s)", "1,200", None, None),
         row("Spark apply, compacted into the base tables (changes/s)", "600", None, None),
-        row("freshness to Delta p50 (s)", "0.81", "3.25", times("0.25")),
-        row("freshness to Delta p95 (s)", "1.96", "7.84", times("0.25")),
-        row("freshness to Delta p99 (s)", "12.3", "123", times("0.10")),
+        row("freshness to Delta, queryable p50 (s)", "0.81", "3.25", times("0.25")),
+        row("freshness to Delta, queryable p95 (s)", "1.96", "7.84", times("0.25")),
+        row("freshness to Delta, queryable p99 (s)", "12.3", "123", times("0.10")),
+        # the baseline's MERGE makes a change current as it makes it queryable
+        row("freshness to the base tables p50 (s)", "16.2", "3.25", times("5.00")),
         row("freshness to search p50 (s)", "1.20", None, None),
         row("freshness to search p99 (s)", "3.75", None, None),
         row("Postgres decoding", "390,000", "100.0%"),
@@ -146,6 +150,8 @@ def test_the_markdown_shows_each_figure(results: Results) -> None:
         "![freshness and lag](freshness.png)",
     ]:
         assert line + "\n" in text
+    baseline_steps = text.split("The baseline under the same step-up", 1)[1]
+    assert row("500", None, "480", "no", None, None) in baseline_steps
 
 
 def test_a_run_with_nothing_but_parameters_still_reports(results: Results, tmp_path: Path) -> None:
@@ -162,7 +168,7 @@ def test_a_run_with_nothing_but_parameters_still_reports(results: Results, tmp_p
     _, md_path, png_path = write_report(bare, tmp_path)
     text = md_path.read_text()
     assert row("snapshot (rows/s)", None, None, None) in text
-    assert row("freshness to Delta p99 (s)", None, None, None) in text
+    assert row("freshness to Delta, queryable p99 (s)", None, None, None) in text
     assert row("Debezium", None, None) in text
     assert png_path.read_bytes().startswith(PNG_MAGIC)
 
