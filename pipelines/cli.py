@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-records",
         type=int,
         default=DEFAULTS.max_records_per_batch,
-        help="most records per table per batch",
+        help="most records a batch reads, per table of its connector",
     )
     p.add_argument(
         "--ui",

@@ -36,7 +36,8 @@ def start(
         .readStream.format("kafka")
         .options(**kafka_options(spark, bootstrap, sorted(members)))
         .option("startingOffsets", json.dumps(offsets))
-        .option("maxOffsetsPerTrigger", str(options.max_records_per_batch))
+        # Spark caps the query's batch, all its topics together; the setting is per table.
+        .option("maxOffsetsPerTrigger", str(options.max_records_per_batch * len(members)))
         .option("includeHeaders", "true")  # a key update's records say so in theirs
         .load()
     )

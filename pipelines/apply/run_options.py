@@ -10,11 +10,9 @@ from dataclasses import dataclass
 class RunOptions:
     once: bool = False
     resnapshot: tuple[str, ...] = ()
-    trigger_seconds: float = (
-        1.0  # the micro-batch interval (a batch that runs longer is followed at once)
-    )
+    trigger_seconds: float = 1.0  # the micro-batch interval (a longer batch is followed at once)
     compact_seconds: float = 30.0  # how often a streaming run folds a table's changelog in
-    max_records_per_batch: int = 50_000  # per table per micro-batch
+    max_records_per_batch: int = 50_000  # a micro-batch reads at most this times its tables
     ui: bool = False  # Spark's web UI (jobs, stages, streaming queries), on loopback
 
 
