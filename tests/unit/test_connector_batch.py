@@ -171,3 +171,31 @@ def test_a_batch_outlasting_the_stop_has_its_tables_spark_jobs_cancelled(
     assert not query.isActive
     tracker = spark.sparkContext.statusTracker()  # nothing of the batch runs on, unseen
     wait_for(lambda: not tracker.getActiveJobsIds(), 30, "the table's job to be cancelled")
+
+
+def test_a_streams_batches_run_without_adaptive_execution_and_the_pipeline_keeps_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """AQE runs each shuffle of a batch's small queries as a job of its own: the batches go
+    without it (connector_stream.batch_session), compaction's MERGEs in the pipeline's session
+    keep it."""
+    seen: list[str] = []
+
+    def note(raw: DataFrame, _batch_id: int) -> None:
+        seen.append(str(raw.sparkSession.conf.get("spark.sql.adaptive.enabled")))
+
+    query = (
+        connector_stream.batch_session(spark)
+        .readStream.format("rate")
+        .option("rowsPerSecond", 5)
+        .load()
+        .writeStream.foreachBatch(note)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        wait_for(lambda: bool(seen), 60, "a batch")
+    finally:
+        query.stop()
+    assert seen[0] == "false"
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
