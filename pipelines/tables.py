@@ -16,6 +16,7 @@ from pathlib import Path
 from pipelines import jsonfile
 from pipelines.capture import connectors
 from pipelines.capture.source import SOURCE_KEYS, Source, source_of
+from pipelines.capture.topic_groups import is_event_topic
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER
 from pipelines.changelog.registry import DEFAULT_TOPIC as DEFAULT_SCHEMAS_TOPIC
 from pipelines.changelog.registry import TOPIC_SETTING
@@ -46,6 +47,9 @@ class TableRef:
     signal_table: str | None = None  # the connector's signal.data.collection
     # Where the connector's LeanJsonConverter publishes schemas (unused with JsonConverter).
     schemas_topic: str = DEFAULT_SCHEMAS_TOPIC
+    # Its topic is not compacted (capture/topic_groups.py): an append-only event table, every
+    # change a row with its LSN, op and offset; no key, changelog, compaction or search index.
+    events: bool = False
 
     @property
     def prefix(self) -> str:
@@ -114,6 +118,7 @@ def _from_connector(
                 source=tuple(sorted((k, v) for k, v in cf.config.items() if k in SOURCE_KEYS)),
                 signal_table=cf.config.get("signal.data.collection"),
                 schemas_topic=cf.config.get(TOPIC_SETTING, DEFAULT_SCHEMAS_TOPIC),
+                events=is_event_topic(cf.config, f"{prefix}.{schema}.{name}"),
             )
         )
     return refs
@@ -177,6 +182,12 @@ def captured(
             f"{unindexable[0]}",
             f"captured tables: {', '.join(sorted(known))} (from connectors/*.json)",
         )
+    for ref in refs:
+        if ref.events and ref.search is not None:
+            raise ConfigError(
+                f"{config_path(settings)}: indexes.{ref.name}: {ref.topic} is an append-only "
+                "event table (its topic is not compacted): it has no key to index documents by"
+            )
     if not only:
         return refs
     missing = [n for n in only if n not in known]

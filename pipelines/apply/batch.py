@@ -11,10 +11,8 @@ see DESIGN.md); a batch that ends a compaction interval seals its epoch.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +22,18 @@ from pyspark.sql import types as T
 
 from pipelines import kafka_io
 from pipelines.apply import faults
+from pipelines.apply.batch_stats import BatchStats, add_change_stats
 from pipelines.apply.compaction import Compactor, Sealed
 from pipelines.apply.key_change_guard import KeyChangeGuard
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import (
     LSN,
-    OP,
-    REASON,
-    SOURCE_TS,
     TOASTED,
     Fetch,
     Schemas,
     Version,
 )
 from pipelines.changelog.evolution import reconcile
-from pipelines.changelog.key_changes import Mark, marks_column, marks_of
 from pipelines.changelog.plan import after_truncate, completed, latest_per_key
 from pipelines.read.table import commits, epoch_of, newest, read_table, truncate_of
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
@@ -55,89 +50,6 @@ from pipelines.spark import job_group
 from pipelines.tables import TableRef
 
 ONE_TASK_RECORDS = 20_000  # a table's batch of up to this many records is planned as one task
-
-
-@dataclass
-class BatchStats:
-    records: int = 0
-    changes: int = 0
-    errors: int = 0  # dead letters written, and documents OpenSearch rejected
-    bad: int = 0  # records that cannot be applied (malformed, or failing their type checks)
-    truncate_lsn: int | None = None
-    truncate_ts: str | None = None
-    toasted: int = 0
-    deletes: int = 0
-    max_lsn: int = 0
-    max_source_ts: str | None = None
-    offsets: dict[str, int] = field(default_factory=dict)
-    indexed: int = 0
-    stale: int = 0  # documents OpenSearch already held at a newer version
-    resent: int = 0  # key updates whose new row Debezium was asked to send again
-    marks: list[Mark] = field(default_factory=list)  # the batch's key-change records
-    # Each schema version's first record (partition, offset), when `record_stats` counted them.
-    firsts: dict[int, tuple[int, int]] | None = None
-    jobs: int = 0  # Spark jobs the table's part of the batch ran
-    phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
-    started: float = field(default_factory=time.monotonic)  # when the batch began
-
-    @contextlib.contextmanager
-    def timed(self, phase: str) -> Iterator[None]:
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - started
-
-
-_ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
-
-
-def record_stats(env: DataFrame) -> dict[str, BatchStats]:
-    """Per topic, what the records say before decoding: offsets, counts, key-change marks, how
-    many are not even an envelope, and where each schema version first appears (so decoding
-    needs no job of its own to find the versions); one small aggregation for every table."""
-    stats: dict[str, BatchStats] = {}
-    groups = env.groupBy("topic", "partition", "version_id").agg(
-        F.max("offset"), F.count("*"), marks_column(), F.count("odd_text"), F.min("offset")
-    )
-    for topic, partition, version, last, count, marks, odd, first in groups.collect():
-        found = stats.setdefault(str(topic), BatchStats(firsts={}))
-        at = str(partition)
-        found.offsets[at] = max(int(last) + 1, found.offsets.get(at, 0))
-        found.records += int(count)
-        found.marks += marks_of(int(partition), marks)
-        found.bad += int(odd)
-        if version is not None and found.firsts is not None:
-            here = (int(partition), int(first))
-            found.firsts[int(version)] = min(here, found.firsts.get(int(version), here))
-    return stats
-
-
-def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
-    """Everything the append, the commit metadata and the dead letters need from the decoded
-    rows, in one aggregation over the cached rows (good and bad alike)."""
-    stats.bad += decoded.unresolved
-    if decoded.rows is None:
-        return stats
-    good = F.col(REASON).isNull()
-    truncate = good & (F.col(OP) == "t")
-    agg = decoded.rows.agg(
-        F.count(F.when(good & (F.col(OP) != "t"), True)),
-        F.max(F.when(truncate, F.col(LSN))),
-        F.count(F.when(good & (F.size(TOASTED) > 0), True)),
-        F.max(F.when(good, F.col(LSN))),
-        F.date_format(F.max(F.when(good, F.col(SOURCE_TS))), _ISO),
-        F.count(F.when(~good, True)),
-        F.count(F.when(good & (F.col(OP) == "d"), True)),
-        F.date_format(F.max_by(F.col(SOURCE_TS), F.when(truncate, F.col(LSN))), _ISO),
-    ).first()
-    assert agg is not None
-    stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
-    stats.max_lsn = int(agg[3] or 0)
-    stats.max_source_ts = agg[4]  # ISO 8601 in UTC (the session's zone)
-    stats.bad += int(agg[5])
-    stats.deletes, stats.truncate_ts = int(agg[6]), agg[7]
-    return stats
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -235,6 +147,7 @@ class TableApplier:
                 self.schemas,
                 self.known,
                 stats.firsts,
+                self.table.events,
             )
             decoded.persist()
         try:
@@ -249,6 +162,8 @@ class TableApplier:
             if self.previous is None:
                 self.resume()
             previous = self.previous
+        if self.table.events:
+            return self._append_events(decoded, previous, stats)
         key = decoded.key or (previous.key if previous else ())
         if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
             with stats.timed("prepare"):
@@ -283,6 +198,27 @@ class TableApplier:
                 rows.unpersist()
             return stats
         with stats.timed("errors"):  # a batch of nothing but bad records
+            stats.errors += self._dead_letters(decoded, stats.bad)
+        return stats
+
+    def _append_events(
+        self, decoded: Decoded, previous: CommitMeta | None, stats: BatchStats
+    ) -> BatchStats:
+        """An event table's batch: every change (a truncate too) appended to its table as it
+        came, in one commit that records the offsets it covers."""
+        if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
+            with stats.timed("prepare"):
+                self._prepare(decoded, previous, ())
+            meta = self._meta(stats, previous, ())
+            with stats.timed("errors"):
+                stats.errors += self._dead_letters(decoded, stats.bad)
+            faults.pause_if("before-append", self.table.name, self.run_dir)
+            with stats.timed("append"):
+                self.base.append(decoded.changes.drop(TOASTED), meta)
+            self.previous, self.columns = meta, None  # mergeSchema may have added columns
+            faults.pause_if("after-commit", self.table.name, self.run_dir)
+            return stats
+        with stats.timed("errors"):
             stats.errors += self._dead_letters(decoded, stats.bad)
         return stats
 
@@ -322,6 +258,8 @@ class TableApplier:
     def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
         """Create the base table on the first change if no snapshot did, and bring the
         changelog's columns up to the events' (the compactor brings the base table's)."""
+        if self.table.events:
+            return  # the append adds what the table lacks (an event table has no changelog)
         if self.columns is None:
             if not self.base.exists():
                 empty = decoded.changes.limit(0) if decoded.changes is not None else None

@@ -28,7 +28,8 @@ from pyspark import SparkContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.apply.batch import BatchStats, TableApplier, record_stats
+from pipelines.apply.batch import TableApplier
+from pipelines.apply.batch_stats import BatchStats, record_stats
 from pipelines.changelog.decode import envelopes
 from pipelines.exceptions import ChangelakeError, RetryableError
 

@@ -19,7 +19,8 @@ from pyspark.sql import types as T
 
 from pipelines import kafka_io
 from pipelines.apply import faults
-from pipelines.apply.batch import BatchStats, add_change_stats, record_fetcher, record_stats
+from pipelines.apply.batch import record_fetcher
+from pipelines.apply.batch_stats import BatchStats, add_change_stats, record_stats
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, Schemas, envelopes
 from pipelines.changelog.exceptions import SchemaError
@@ -93,6 +94,7 @@ def snapshot(
             schemas,
             {},
             stats.firsts,
+            table.events,
         )
         if decoded.missing:
             # Dead-lettering them would write each key's newest change with a known schema as
@@ -103,7 +105,7 @@ def snapshot(
                 "restore the schemas topic (or point value.converter.schemas.topic at it), "
                 f"then `changelake run --resnapshot {table.name}`",
             )
-        if decoded.changes is None or not decoded.key:
+        if decoded.changes is None or not (decoded.key or table.events):
             return None
         if check is not None:
             check(decoded.columns)
@@ -143,6 +145,8 @@ def _append(stats: BatchStats, decoded: Decoded, target: _Target) -> SnapshotRes
         target.run_dir,
     )
     assert decoded.changes is not None
+    if table.events:  # every change the topic still holds, in its order
+        return _append_events(stats, decoded, target)
     rows = key_clustered(
         after_truncate(decoded.changes, stats.truncate_lsn),
         decoded.key,
@@ -172,3 +176,18 @@ def _append(stats: BatchStats, decoded: Decoded, target: _Target) -> SnapshotRes
     if stats.bad:  # counted in the stats: no extra job
         ErrorsSink(f"{lake.rstrip('/')}/_errors").write(decoded.errors)
     return SnapshotResult(sink.written_rows(), stats.records, stats.bad, unresolved, meta)
+
+
+def _append_events(stats: BatchStats, decoded: Decoded, target: _Target) -> SnapshotResult:
+    """An event table's snapshot: every record its (uncompacted) topic still holds, as events."""
+    assert decoded.changes is not None
+    table = target.table
+    meta = CommitMeta(
+        "snapshot", table.topic, target.ends, stats.max_lsn, stats.max_source_ts, (), stats.changes
+    )
+    sink = DeltaSink.of(decoded.changes.sparkSession, target.table, target.lake)
+    faults.pause_if("before-snapshot-commit", target.table.name, target.run_dir)
+    sink.append(decoded.changes.drop(TOASTED).orderBy(PARTITION, OFFSET), meta)
+    if stats.bad:
+        ErrorsSink(f"{target.lake.rstrip('/')}/_errors").write(decoded.errors)
+    return SnapshotResult(sink.written_rows(), stats.records, stats.bad, stats.toasted, meta)

@@ -7,7 +7,8 @@ changelake's heartbeat and signal tables (schemas/changelake.sql) with write acc
 only, and a publication of exactly those tables. Everything is created or checked, so running it
 again changes nothing; all of it in one transaction, so a refusal leaves nothing half-done. Then
 the shipped connector file becomes this database's: its name, slot, publication, topic prefix and
-tables.
+tables. A table without a primary key is keyed by the columns `--key` names, or else captured as
+an append-only event table (its topic created uncompacted: see capture/topic_groups.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import psycopg
 from psycopg import sql
 
 from pipelines import jsonfile
+from pipelines.capture import topic_groups
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 
@@ -65,7 +67,7 @@ def init(settings: Settings, request: Request, output: Path, progress: Progress 
             if output.exists():
                 _refuse_other_file(output, request, database)
             with conn.transaction():
-                _prepare(conn, settings, request, progress)
+                events = _prepare(conn, settings, request, progress)
     except psycopg.OperationalError as exc:
         raise ConfigError(f"--admin-dsn: cannot connect: {str(exc).strip()}") from exc
     except psycopg.Error as exc:
@@ -73,7 +75,7 @@ def init(settings: Settings, request: Request, output: Path, progress: Progress 
             f"preparing the database failed, nothing was changed: {str(exc).strip()}",
             "the DSN must be a superuser's (or a role allowed to create roles and publications)",
         ) from exc
-    doc = connector_file(settings, request, database, server)
+    doc = connector_file(settings, request, database, server, events)
     jsonfile.write_atomically(output, doc)
     progress(f"  wrote {output}: apply it with `changelake connectors apply {output}`")
     return output
@@ -111,12 +113,14 @@ def _refuse_other_file(output: Path, request: Request, database: str) -> None:
 
 def _prepare(
     conn: psycopg.Connection[Any], settings: Settings, request: Request, progress: Progress
-) -> None:
+) -> list[str]:
+    """Returns the tables captured as append-only event tables (no primary key, no --key)."""
+
     def run(statement: sql.Composed, said: str) -> None:
         conn.execute(statement)
         progress(f"  {said}")
 
-    _check_tables(conn, request)
+    events = _check_tables(conn, request)
     role = sql.Identifier(request.role)
     if _one(conn, "SELECT 1 FROM pg_roles WHERE rolname = %s", request.role) is None:
         if not request.password:
@@ -153,20 +157,29 @@ def _prepare(
     for table, rights in _WRITE_GRANTS.items():
         conn.execute(sql.SQL("GRANT " + rights + " ON {} TO {}").format(_table(table), role))
     progress(f"  granted writes on {HEARTBEAT} and {SIGNAL} only")
-    for table in request.keys:
+    for table in [*request.keys, *events]:
         full = "SELECT relreplident = 'f' FROM pg_class WHERE oid = to_regclass(%s)"
         if _one(conn, full, _quoted(table)):
             continue  # ALTER TABLE would lock the table until the commit, for nothing
+        # Without a replica identity, Postgres refuses the table's updates and deletes once it
+        # is published; FULL has them carry the whole old row (the key columns given are there).
         run(
             sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(_table(table)),
             f"{table}: REPLICA IDENTITY FULL (no primary key: its updates and deletes carry "
-            "the whole old row, so the key columns given are there)",
+            "the whole old row)",
+        )
+    for table in events:
+        progress(
+            f"  {table}: no primary key and no --key: captured as an append-only event table "
+            "(every change a row; its topic kept by retention, not compacted)"
         )
     _publish(conn, request, [*request.tables, HEARTBEAT, SIGNAL], progress)
+    return events
 
 
-def _check_tables(conn: psycopg.Connection[Any], request: Request) -> None:
-    problems = []
+def _check_tables(conn: psycopg.Connection[Any], request: Request) -> list[str]:
+    """Refuses a missing table; returns the key-less tables not keyed by --key."""
+    problems, events = [], []
     for table in request.tables:
         if _one(conn, "SELECT to_regclass(%s)", _quoted(table)) is None:
             problems.append(f"--tables: {table}: no such table")
@@ -177,12 +190,10 @@ def _check_tables(conn: psycopg.Connection[Any], request: Request) -> None:
             _quoted(table),
         )
         if has_pk is None and table not in request.keys:
-            problems.append(
-                f"--tables: {table}: has no primary key; name its key columns with "
-                f"--key {table}:<col>,…"
-            )
+            events.append(table)
     if problems:
         raise ConfigError("\n".join(problems), "nothing was changed")
+    return events
 
 
 def _publish(
@@ -207,7 +218,11 @@ def _publish(
 
 
 def connector_file(
-    settings: Settings, request: Request, database: str, server: tuple[str, str]
+    settings: Settings,
+    request: Request,
+    database: str,
+    server: tuple[str, str],
+    events: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The shipped connector file, made this database's (on `server`, host and port)."""
     doc = jsonfile.read(settings.root / "connectors" / TEMPLATE)
@@ -228,6 +243,10 @@ def connector_file(
     if (host, port) != (settings.postgres_host, str(settings.postgres_port)):
         # Another server than the one the stack hands Connect: name it in the file.
         config["database.hostname"], config["database.port"] = host, port
+    if events:  # their records have no key, which a compacted topic refuses
+        groups = [g for g in config.get("topic.creation.groups", "").split(",") if g]
+        config["topic.creation.groups"] = ",".join([*groups, topic_groups.EVENTS_GROUP])
+        config.update(topic_groups.events_group(prefix, list(events)))
     if request.keys:
         config["message.key.columns"] = ";".join(
             f"{table}:{','.join(columns)}" for table, columns in request.keys.items()

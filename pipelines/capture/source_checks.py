@@ -3,8 +3,8 @@ registered: each one a `file: field: message` line. Run as the connector's own u
 read the table" is answered by the role that will read it.
 
 Without these, Connect accepts the file (RUNNING) and the connector fails later: at its first
-change of a key-less table (a compacted topic refuses a record without a key, and capture of
-every table stops), or at start on a slot another connector holds.
+change of a key-less table whose topic is compacted (a compacted topic refuses a record without
+a key, and capture of every table stops), or at start on a slot another connector holds.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import psycopg
 
 from pipelines.capture.connect_api import ConnectApi
 from pipelines.capture.source import Source, source_of
+from pipelines.capture.topic_groups import is_event_topic, topic_of
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 
@@ -186,18 +187,23 @@ def _table_problem(
         )
     if table.has_pk:
         return
-    if not key_columns(config, name):
+    events = is_event_topic(config, topic_of(config, name))
+    if not key_columns(config, name) and not events:
         yield (
             INCLUDE,
             f"{name}: has no primary key: its changes would reach Kafka without a key, which "
             "a compacted topic refuses, and the connector would fail for every table; add a "
-            f'primary key, or name key columns ("message.key.columns": "{name}:<col>,…")',
+            f'primary key, name key columns ("message.key.columns": "{name}:<col>,…"), or '
+            "capture it as an append-only event table: a topic.creation group with "
+            "cleanup.policy delete that includes its topic (`connectors init` writes one)",
         )
     elif not table.identity_full:
+        how = "captured as events" if events else "keyed by message.key.columns"
         yield (
-            "config.message.key.columns",
-            f"{name}: keyed by message.key.columns without a primary key, its updates and "
-            f"deletes carry no old row: ALTER TABLE {name} REPLICA IDENTITY FULL",
+            "config.message.key.columns" if not events else INCLUDE,
+            f"{name}: {how} without a primary key, its updates and deletes carry no old row "
+            f"(and Postgres refuses them once it is published): ALTER TABLE {name} "
+            "REPLICA IDENTITY FULL",
         )
 
 

@@ -74,7 +74,7 @@ def _widest(table: str, rows: Sequence[Version]) -> T.StructType:
 
 
 def _key(table: str, rows: Sequence[Version]) -> tuple[str, ...]:
-    keys = {v.row.key for v in rows if v.row.key}  # key-less versions are dead letters
+    keys = {v.row.key for v in rows if v.row.key}  # key-less: dead letters, or events
     if len(keys) > 1:
         raise SchemaError(f"table {table}: events in one batch disagree on the primary key {keys}")
     return keys.pop() if keys else ()
@@ -88,11 +88,13 @@ def decode_batch(
     schemas: Schemas,
     known: dict[int, Version] | None = None,
     firsts: Mapping[int, tuple[int, int]] | None = None,
+    events: bool = False,
 ) -> Decoded:
     """`known`: the schema versions a stream has already parsed, by version id (kept by the
-    caller across batches); `fetch`, `schemas`, `firsts`: see `versions`."""
+    caller across batches); `fetch`, `schemas`, `firsts`: see `versions`; `events`: the table is
+    an event table (see `decode`)."""
     try:
-        return _decode_batch(env, table, placeholder, fetch, schemas, known, firsts)
+        return _decode_batch(env, table, placeholder, fetch, schemas, known, firsts, events)
     except SchemaError as exc:
         if exc.message.startswith("table "):
             raise
@@ -107,6 +109,7 @@ def _decode_batch(
     schemas: Schemas,
     known: dict[int, Version] | None,
     firsts: Mapping[int, tuple[int, int]] | None,
+    events: bool,
 ) -> Decoded:
     found, missing = versions(env, fetch, schemas, known, firsts)
     rows = [v for v in found if not v.row.truncate]
@@ -115,7 +118,7 @@ def _decode_batch(
     toastable = tuple(sorted({c for v in found for c, t in v.row.types.items() if t.toastable}))
     parts = []
     for version in found:
-        changes = decode(env, version, placeholder)
+        changes = decode(env, version, placeholder, events)
         parts.append(
             changes.select(
                 *[

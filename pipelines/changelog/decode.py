@@ -200,9 +200,10 @@ def _of_version(env: DataFrame, version: Version) -> DataFrame:
     return env.where(F.col("version_id") == F.lit(version.version_id))
 
 
-def decode(env: DataFrame, version: Version, placeholder: str) -> DataFrame:
+def decode(env: DataFrame, version: Version, placeholder: str, events: bool = False) -> DataFrame:
     """Typed change rows for the records of one schema version, each with the REASON it cannot
-    be applied (NULL for a good one): see `split`."""
+    be applied (NULL for a good one): see `split`. `events`: an event table's, which need no key
+    and take an update's unchanged TOASTed values from its old row (REPLICA IDENTITY FULL)."""
     row = version.row
     record = T.StructType([*row.payload_struct().fields, T.StructField(CORRUPT, T.StringType())])
     # from_json puts the whole payload in CORRUPT when any field fails to parse (a value that
@@ -219,7 +220,9 @@ def decode(env: DataFrame, version: Version, placeholder: str) -> DataFrame:
         .when(~op.isin(*OPS), F.concat(F.lit("unknown operation: "), op))
         .when(op.isin("c", "u", "r") & F.col("p.after").isNull(), F.lit("no row image (after)"))
     )
-    if not row.truncate:
+    if events:
+        pass  # any change is an event, keyed or not (a truncate too)
+    elif not row.truncate:
         missing = [k for k in row.key if k not in row.names]
         if not row.key:
             reason = reason.when(F.lit(True), F.lit("the key has no schema: not a Debezium key"))
@@ -235,7 +238,7 @@ def decode(env: DataFrame, version: Version, placeholder: str) -> DataFrame:
     checked = typed.select("*", reason.alias(REASON))
     # One pass makes both: change rows, and (where REASON is set) what a dead letter needs.
     return checked.select(
-        *_change_columns(row, image, placeholder),
+        *_change_columns(row, image, placeholder, F.col("p.before") if events else None),
         F.col(REASON),
         F.when(F.col(REASON).isNotNull(), _as_written(version)).alias("_value"),
         F.col("topic").alias("_topic"),
@@ -263,7 +266,9 @@ def split(checked: DataFrame) -> tuple[DataFrame, DataFrame]:
     return good, bad
 
 
-def _change_columns(row: RowVersion, image: Column, placeholder: str) -> list[Column]:
+def _change_columns(
+    row: RowVersion, image: Column, placeholder: str, before: Column | None = None
+) -> list[Column]:
     cols: list[Column] = []
     flags: list[Column] = []
     for c in row.columns:
@@ -271,6 +276,9 @@ def _change_columns(row: RowVersion, image: Column, placeholder: str) -> list[Co
         raw = F.when(F.col("p.op") == "t", F.lit(None)).otherwise(image[c.name])
         if kind.toastable:
             hit = is_placeholder(raw, kind.raw, placeholder)
+            if before is not None:  # the old row, when it has the value, holds it unchanged
+                raw = F.when(hit & before[c.name].isNotNull(), before[c.name]).otherwise(raw)
+                hit = is_placeholder(raw, kind.raw, placeholder)
             flags.append(F.when(hit, F.lit(c.name)))
             value = F.when(hit, F.lit(None)).otherwise(kind.convert(raw))
         else:

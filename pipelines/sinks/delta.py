@@ -32,7 +32,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.changelog.decode import LSN, OP, SOURCE_TS
+from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
 from pipelines.changelog.evolution import Evolution
 from pipelines.changelog.plan import Truncate
 from pipelines.exceptions import RetryableError
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
 META_COLUMNS = (LSN, OP, SOURCE_TS)
 SOFT_COLUMNS = (DELETED, DELETED_AT)
+EVENT_COLUMNS = (PARTITION, OFFSET)  # an event table's rows say where each change came from
 # One dead letter per record and reason, compared NULL-safely: a document OpenSearch refused
 # during a reindex has no Kafka partition or offset, and must not be added again by each rebuild.
 ERROR_KEY = ("topic", "partition", "offset", "reason")
@@ -174,7 +175,7 @@ class DeltaSink:
         return latest_commit(self.spark, self.path)
 
     def data_schema(self) -> T.StructType:
-        return data_schema(self.spark, self.path, {*META_COLUMNS, *SOFT_COLUMNS})
+        return data_schema(self.spark, self.path, {*META_COLUMNS, *SOFT_COLUMNS, *EVENT_COLUMNS})
 
     def create(self, rows: DataFrame, meta: CommitMeta) -> None:
         """The snapshot: one append that creates the table and records the offsets it covers."""
@@ -187,6 +188,19 @@ class DeltaSink:
             .mode("append")
             .option("userMetadata", meta.to_json())
             .option("delta.enableDeletionVectors", str(self.deletion_vectors).lower())
+            .save(self.path)
+        )
+
+    def append(self, rows: DataFrame, meta: CommitMeta) -> None:
+        """An event table's batch (or snapshot): its rows appended in one commit recording the
+        offsets it covers (the stream restarts from those, so none is appended twice); a column
+        the table gained is added (mergeSchema)."""
+        (
+            rows.write.format("delta")
+            .mode("append")
+            .option("userMetadata", meta.to_json())
+            .option("mergeSchema", "true")
+            .option("delta.enableDeletionVectors", "false")
             .save(self.path)
         )
 

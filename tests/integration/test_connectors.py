@@ -167,8 +167,10 @@ def test_what_the_source_database_refuses_is_named_before_anything_is_registered
             f"public.{unreadable} TO debezium)",
             f"config.table.include.list: public.{keyless}: has no primary key: its changes "
             "would reach Kafka without a key, which a compacted topic refuses, and the "
-            "connector would fail for every table; add a primary key, or name key columns "
-            f'("message.key.columns": "public.{keyless}:<col>,…")',
+            "connector would fail for every table; add a primary key, name key columns "
+            f'("message.key.columns": "public.{keyless}:<col>,…"), or capture it as an '
+            "append-only event table: a topic.creation group with cleanup.policy delete that "
+            "includes its topic (`connectors init` writes one)",
             "config.heartbeat.action.query: changelake.beat_gone: no such table in " + db,
         ]
     )

@@ -1,7 +1,8 @@
 """Another database than the demo shop, in a project of its own: prepared by `changelake
 connectors init`, captured, derived by `run` and proved equal to the source by `verify`; a
 composite key, a table named like one of the shop's, a key-less table keyed by the columns
-given. On the real Postgres, Connect, Kafka and Spark."""
+given, and one captured as an append-only event table. On the real Postgres, Connect, Kafka and
+Spark."""
 
 from __future__ import annotations
 
@@ -30,10 +31,21 @@ TABLES = [
     "CREATE TABLE inv.stock (site int, sku text, qty int, PRIMARY KEY (site, sku))",
     "CREATE TABLE public.orders (id bigint PRIMARY KEY, note text)",  # the shop has one too
     "CREATE TABLE inv.events (at timestamptz NOT NULL, site int NOT NULL, what text)",
+    "CREATE TABLE inv.audit (at timestamptz NOT NULL, what text, amount numeric(9, 2))",
     "INSERT INTO inv.stock VALUES (1, 'a', 5), (2, 'a', 7)",
     "INSERT INTO public.orders VALUES (1, 'first')",
     "INSERT INTO inv.events VALUES ('2026-01-01T00:00:00Z', 1, 'opened')",
+    "INSERT INTO inv.audit VALUES ('2026-01-01T00:00:00Z', 'login', 1.50)",
 ]
+
+
+def pl_events(path: Path) -> list[tuple[str, str]]:
+    """An event table's (op, what) in its order, read as any Delta reader does."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows.sort(key=lambda r: (r["_kafka_partition"], r["_kafka_offset"]))
+    return [(r["_cdc_op"], r["what"]) for r in rows]
 
 
 def write_elsewhere(admin_dsn: str, unique: str) -> None:
@@ -65,17 +77,18 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
     }
     name, output = f"own-{unique}", project / "connectors" / f"own-{unique}.json"
     args = ["connectors", "init", name, "--admin-dsn", other_db]
-    tables = ["--tables", "inv.stock,public.orders,inv.events"]
-    # A key-less table without key columns is refused before anything changes.
-    refused = changelake(*args, *tables, check=False, env=env)
+    tables = ["--tables", "inv.stock,public.orders,inv.events,inv.audit"]
+    # A missing table is refused before anything changes.
+    refused = changelake(*args, "--tables", "inv.stock,inv.nope", check=False, env=env)
     assert refused.returncode == 1
-    assert "--tables: inv.events: has no primary key; name its key columns with" in refused.stderr
+    assert "--tables: inv.nope: no such table" in refused.stderr
     assert not output.exists()
     with psycopg.connect(other_db) as conn:
         assert conn.execute("SELECT to_regclass('changelake.heartbeat')").fetchone() == (None,)
 
     first = changelake(*args, *tables, "--key", "inv.events:at,site", env=env).stdout
     assert f"created publication changelake_own_{unique}" in first
+    assert "inv.audit: no primary key and no --key: captured as an append-only event" in first
     again = changelake(*args, *tables, "--key", "inv.events:at,site", env=env).stdout
     assert f"publication changelake_own_{unique} exists: has every table already" in again
     doc = json.loads(output.read_text())  # the project's connectors/, by default
@@ -84,6 +97,9 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
     assert (doc["name"], config["topic.prefix"], config["slot.name"]) == (name, prefix, prefix)
     assert config["database.dbname"] == other_db.split("dbname=")[-1].split()[0]
     assert config["message.key.columns"] == "inv.events:at,site"
+    assert config["topic.creation.groups"] == "meta,events"
+    assert config["topic.creation.events.include"] == rf"own_{unique}\.inv\.audit"
+    assert config["topic.creation.events.cleanup.policy"] == "delete"
 
     # Its own heartbeats an hour apart: only the waits' own heartbeat writes confirm below.
     output.write_text(json.dumps({**doc, "config": {**config, "heartbeat.interval.ms": "3600000"}}))
@@ -96,6 +112,10 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
             conn.execute("UPDATE inv.stock SET qty = qty - 1 WHERE sku = 'a'")
             conn.execute("INSERT INTO public.orders VALUES (2, 'second')")
             conn.execute("DELETE FROM public.orders WHERE id = 1")
+            # Two rows alike (no key tells them apart), and one deleted: each an event.
+            for what in ("logout", "logout", "refund"):
+                conn.execute("INSERT INTO inv.audit VALUES ('2026-01-02Z', %s, 2.25)", (what,))
+            conn.execute("DELETE FROM inv.audit WHERE what = 'refund'")
         # A quiet database on a server writing WAL elsewhere: waiting for Debezium to read
         # everything still ends (it writes the connector's heartbeat).
         write_elsewhere(admin_dsn, unique)
@@ -105,7 +125,13 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
             ("stock", True, 2),
             ("orders", True, 1),
             ("events", True, 2),
+            ("audit", True, 3),
         ]
+        audit = pl_events(tmp_path / "lake" / prefix / "inv" / "audit")
+        assert audit == [("r", "login"), *[("c", "logout")] * 2, ("c", "refund"), ("d", "refund")]
+        topic = f"{prefix}.inv.audit"
+        policy = kafka_io.topic_config(settings.kafka_bootstrap, topic)["cleanup.policy"]
+        assert policy == "delete"  # a compacted topic would refuse its key-less records
         assert Path(tmp_path / "lake" / prefix / "public" / "orders" / "_delta_log").is_dir()
 
         # Without a heartbeat query the wait cannot end, and says why.

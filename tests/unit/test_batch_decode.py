@@ -9,7 +9,7 @@ import json
 
 from pyspark.sql import DataFrame, SparkSession
 
-from pipelines.apply.batch import BatchStats, add_change_stats, record_stats
+from pipelines.apply.batch_stats import BatchStats, add_change_stats, record_stats
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER, Version, envelopes
 from pipelines.changelog.registry import SCHEMA_HEADER
@@ -152,3 +152,48 @@ def test_an_unknown_fingerprint_makes_dead_letters_naming_it(spark: SparkSession
     (letter,) = decoded.errors.collect()
     assert letter["offset"] == 1 and letter["reason"] == "unknown schema fingerprint ff00"
     assert json.loads(letter["value"])["after"] == {"id": 2, "name": "b"}  # the record as sent
+
+
+def keyless(offset: int, op: str, before: str | None, after: str | None) -> tuple[object, ...]:
+    """A key-less table's change, as Debezium sends it: no Kafka key at all."""
+    image = {"id": 1, "name": None}
+    value = {
+        "schema": VALUE_SCHEMA,
+        "payload": {
+            "before": None if before is None else {**image, "name": before},
+            "after": None if after is None else {**image, "name": after},
+            "op": op,
+            "source": {"lsn": 1000 + offset, "ts_us": 1, "ts_ms": 1},
+        },
+    }
+    return ("t", 0, offset, None, json.dumps(value, separators=COMPACT).encode())
+
+
+def test_an_event_table_takes_key_less_changes_and_fills_unchanged_toast_from_the_old_row(
+    spark: SparkSession,
+) -> None:
+    rows = [
+        keyless(0, "c", None, "a"),
+        keyless(1, "u", "a", DEFAULT_PLACEHOLDER),  # unchanged TOAST, the old row has it
+        keyless(2, "u", None, DEFAULT_PLACEHOLDER),  # no old row: stays a placeholder
+        keyless(3, "d", "a", None),
+    ]
+    env = envelopes(spark.createDataFrame(rows, RAW))
+    fetch = fetcher(dict(enumerate(rows)))  # type: ignore[arg-type]
+    events = decode_batch(env, "t", DEFAULT_PLACEHOLDER, fetch, Schemas(), events=True)
+    assert events.key == () and events.changes is not None
+    got = sorted(
+        (r["_kafka_offset"], r["_cdc_op"], r["name"], r["_toasted"])
+        for r in events.changes.collect()
+    )
+    assert got == [
+        (0, "c", "a", []),
+        (1, "u", "a", []),
+        (2, "u", None, ["name"]),
+        (3, "d", "a", []),
+    ]
+    assert batch_stats(env, events).bad == 0
+    keyed = decode_batch(env, "t", DEFAULT_PLACEHOLDER, fetch, Schemas())  # not an event table
+    assert {r["reason"] for r in keyed.errors.collect()} == {
+        "the key has no schema: not a Debezium key"
+    }

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines.apply import connector_stream
-from pipelines.apply.batch import BatchStats
+from pipelines.apply.batch_stats import BatchStats
 from pipelines.apply.connector_batch import BatchFailed, ConnectorBatch, Member
 from pipelines.apply.streaming_failure import cause
 from pipelines.exceptions import ChangelakeError, RetryableError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from pipelines.apply.batch import record_stats
+from pipelines.apply.batch_stats import record_stats
 from pipelines.changelog.decode import envelopes
 from pipelines.changelog.key_changes import KeyChange, Mark, unpaired
 

@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 from pipelines import progress
 from pipelines.capture.source import source_of
 from pipelines.read.table import read_table
+from pipelines.read.verify import events
 from pipelines.read.verify.diff import Differences
 from pipelines.read.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
 from pipelines.read.verify.sides import (
@@ -116,6 +117,10 @@ def _check(
     check = TableCheck(
         ref.name, Differences("delta"), Differences("index") if ref.search else None, key
     )
+    if ref.events and read is not None:
+        how = _comparable(types, read.rows)
+        events.compare(events.source_rows(conn, _table(ref), how), read.rows, how, check.delta)
+        return check
     if meta is None or not key:
         check.delta.samples.append("no Delta table (or no key recorded): nothing to compare")
         check.delta.missing = _count(conn, ref)
@@ -138,6 +143,15 @@ def _table(ref: TableRef) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(ref.schema), sql.Identifier(ref.name))
 
 
+def _comparable(types: dict[str, str], frame: Any) -> Comparable:
+    """JSON compared by value; a numeric the lake keeps as text (beyond decimal's digits) too."""
+    text_columns = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.StringType)}
+    return Comparable(
+        {c for c, t in types.items() if t in ("json", "jsonb")},
+        {c for c, t in types.items() if t == "numeric"} & text_columns,
+    )
+
+
 def _compare(
     conn: psycopg.Connection[Any],
     client: SearchClient,
@@ -149,11 +163,7 @@ def _compare(
     step: int,
     out: Out,
 ) -> None:
-    text_columns = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.StringType)}
-    how = Comparable(
-        {c for c, t in types.items() if t in ("json", "jsonb")},
-        {c for c, t in types.items() if t == "numeric"} & text_columns,
-    )
+    how = _comparable(types, frame)
     bounds = [tuple(r) for r in conn.execute(boundaries_query(_table(ref), key, step))]
     sink = SearchSink(client, ref.search, ref.topic, out) if ref.search else None
     fields = [c for c, _ in ref.search.fields] if ref.search else []

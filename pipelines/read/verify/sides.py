@@ -31,6 +31,7 @@ from pipelines.search.client import SearchClient
 
 Rows = dict[Key, dict[str, Any]]
 LAKE_ONLY = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}
+LAKE_ONLY |= {"_kafka_partition", "_kafka_offset"}  # an event table's
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:
