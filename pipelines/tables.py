@@ -9,8 +9,10 @@ A connector's `table.include.list` names the captured tables and its `topic.pref
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipelines import jsonfile
@@ -30,6 +32,9 @@ OWN_SCHEMA = "changelake"
 @dataclass(frozen=True)
 class TableRef:
     schema: str
+    # The derived table's name: its view in `query`, its key in lake.json, search.json and
+    # `--tables`. The source table's name, unless two captured tables share that: then each is
+    # `<topic prefix>_<table>` (see `_qualify`).
     name: str
     topic: str
     connector: str
@@ -50,20 +55,25 @@ class TableRef:
     # Its topic is not compacted (capture/topic_groups.py): an append-only event table, every
     # change a row with its LSN, op and offset; no key, changelog, compaction or search index.
     events: bool = False
+    table: str = ""  # the source table's name; `name` when not given
+
+    def __post_init__(self) -> None:
+        if not self.table:
+            object.__setattr__(self, "table", self.name)
 
     @property
     def prefix(self) -> str:
         """The connector's topic prefix (its topics are `<prefix>.<schema>.<table>`)."""
-        return self.topic.removesuffix(f".{self.schema}.{self.name}")
+        return self.topic.removesuffix(f".{self.schema}.{self.table}")
 
     def path(self, root: str) -> str:
         """Its base table: under the topic prefix, which no two connectors share, so tables of
         the same name from two databases never meet."""
-        return f"{root.rstrip('/')}/{self.prefix}/{self.schema}/{self.name}"
+        return f"{root.rstrip('/')}/{self.prefix}/{self.schema}/{self.table}"
 
     def legacy_path(self, root: str) -> str:
         """Where releases before the prefix kept it (`run` moves a table found there)."""
-        return f"{root.rstrip('/')}/{self.schema}/{self.name}"
+        return f"{root.rstrip('/')}/{self.schema}/{self.table}"
 
 
 def lake_config_path(settings: Settings) -> Path:
@@ -92,9 +102,7 @@ def _lake_options(path: Path) -> dict[str, set[str]]:
     return options
 
 
-def _from_connector(
-    cf: connectors.ConnectorFile, lake: dict[str, set[str]], search: dict[str, IndexSpec]
-) -> list[TableRef]:
+def _from_connector(cf: connectors.ConnectorFile) -> list[TableRef]:
     prefix = cf.config.get("topic.prefix", "")
     placeholder = cf.config.get("unavailable.value.placeholder", DEFAULT_PLACEHOLDER)
     refs = []
@@ -112,9 +120,6 @@ def _from_connector(
                 connector=cf.name,
                 slot=cf.config.get("slot.name", ""),
                 placeholder=placeholder,
-                soft_delete=name in lake["soft_delete"],
-                deletion_vectors=name in lake["deletion_vectors"],
-                search=search.get(name),
                 source=tuple(sorted((k, v) for k, v in cf.config.items() if k in SOURCE_KEYS)),
                 signal_table=cf.config.get("signal.data.collection"),
                 schemas_topic=cf.config.get(TOPIC_SETTING, DEFAULT_SCHEMAS_TOPIC),
@@ -124,19 +129,27 @@ def _from_connector(
     return refs
 
 
-def _refuse_same_names(refs: list[TableRef]) -> None:
-    """A derived table is named by its table's name (its view in `query`, its key in lake.json,
-    search.json and `--tables`): two captured tables of one name would be one."""
-    first: dict[str, TableRef] = {}
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _qualify(refs: list[TableRef]) -> list[TableRef]:
+    """Tables of one name captured more than once (two databases' `orders`) are each named
+    `<topic prefix>_<table>` (`inventory_orders`), or with the schema too when one connector
+    captures that name from two schemas; a name captured once stays as it is."""
+
+    def qualified(ref: TableRef, schema: bool) -> str:
+        parts = [ref.prefix, ref.schema, ref.table] if schema else [ref.prefix, ref.table]
+        return _NOT_IN_NAME.sub("_", "_".join(parts))
+
+    counts = Counter(r.table for r in refs)
+    prefixed = Counter(qualified(r, False) for r in refs)
+    out = []
     for ref in refs:
-        other = first.setdefault(ref.name, ref)
-        if other is not ref:
-            raise ConfigError(
-                f"two captured tables are named {ref.name}: {other.topic} (connector "
-                f"{other.connector}) and {ref.topic} (connector {ref.connector})",
-                "capture one of them only, or give each connector a project of its own "
-                "(--project DIR; their lake paths never meet, being under each topic prefix)",
-            )
+        if counts[ref.table] > 1:
+            schema = prefixed[qualified(ref, False)] > 1
+            ref = replace(ref, name=qualified(ref, schema))
+        out.append(ref)
+    return out
 
 
 def source_of_table(settings: Settings, ref: TableRef) -> Source:
@@ -166,8 +179,16 @@ def captured(
         loaded, problems = connectors.load(path)
         if loaded is None:
             raise ConfigError("\n".join(str(p) for p in problems))
-        refs += _from_connector(loaded, lake, search)
-    _refuse_same_names(refs)
+        refs += _from_connector(loaded)
+    refs = [
+        replace(
+            r,
+            soft_delete=r.name in lake["soft_delete"],
+            deletion_vectors=r.name in lake["deletion_vectors"],
+            search=search.get(r.name),
+        )
+        for r in _qualify(refs)
+    ]
     known = {r.name for r in refs}
     for option, names in lake.items():
         unknown = sorted(names - known)

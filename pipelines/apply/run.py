@@ -161,7 +161,7 @@ class Pipeline:
             self.spark,
             ref,
             self.settings.lake,
-            f"changelake/{ref.schema}.{ref.name}",
+            f"changelake/{ref.schema}.{ref.table}",
             self._on_batch,
             self.settings.run_dir,
             self.settings.kafka_bootstrap,
@@ -393,7 +393,7 @@ class Pipeline:
             Watched(
                 name,
                 j.ref.schema,
-                j.ref.name,
+                j.ref.table,
                 j.ref.topic,
                 j.ref.slot,
                 self._dsn(j.ref),

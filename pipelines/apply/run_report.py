@@ -30,7 +30,7 @@ def snapshot_lines(ref: TableRef, result: SnapshotResult, took: float) -> list[s
         lines.append(
             f"{ref.name}: warning: {result.unresolved_toast} rows had only Debezium's "
             "unchanged-TOAST placeholder in the topic; those values are NULL. Set REPLICA "
-            f"IDENTITY FULL on {ref.schema}.{ref.name} so updates carry them."
+            f"IDENTITY FULL on {ref.schema}.{ref.table} so updates carry them."
         )
     return lines
 

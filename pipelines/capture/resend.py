@@ -74,7 +74,7 @@ def signal_data(conn: psycopg.Connection[Any], requests: Sequence[Request]) -> s
     while True:
         conditions = [
             {
-                "data-collection": f"{r.ref.schema}.{r.ref.name}",
+                "data-collection": f"{r.ref.schema}.{r.ref.table}",
                 "filter": condition(r.key, spans(r.key, r.keys, count)).as_string(conn),
             }
             for r in requests

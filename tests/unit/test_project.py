@@ -6,11 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from pipelines import tables
 from pipelines.capture.source_checks import POSTGRES_CONNECTOR
-from pipelines.exceptions import ConfigError
 from pipelines.settings import load_settings
 from tests.support import changelake
 
@@ -55,13 +52,26 @@ def test_the_project_option_is_what_a_command_reads(tmp_path: Path) -> None:
     )
 
 
-def test_two_captured_tables_of_one_name_are_refused_naming_both(tmp_path: Path) -> None:
+def test_tables_of_one_name_are_named_by_their_topic_prefix_each(tmp_path: Path) -> None:
     other = {**CONNECTOR, "name": "crm"}
-    other["config"] = {**CONNECTOR["config"], "topic.prefix": "crm", "slot.name": "crm"}
+    other["config"] = {
+        **CONNECTOR["config"],
+        "topic.prefix": "crm-eu",
+        "slot.name": "crm",
+        "table.include.list": "public.customers,sales.customers,public.orders",
+    }
     (project(tmp_path) / "connectors" / "crm.json").write_text(json.dumps(other))
-    with pytest.raises(ConfigError) as refused:
-        tables.captured(load_settings({"CHANGELAKE_PROJECT": str(tmp_path)}))
-    assert refused.value.message == (
-        "two captured tables are named customers: crm.public.customers (connector crm) and "
-        "inv.public.customers (connector inventory)"
-    )
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "lake.json").write_text('{"soft_delete": ["crm_eu_sales_customers"]}')
+    refs = tables.captured(load_settings({"CHANGELAKE_PROJECT": str(tmp_path)}))
+    named = {(r.name, r.topic, r.table, r.soft_delete) for r in refs}
+    assert named == {
+        # One connector with the name in two schemas: the schema too.
+        ("crm_eu_public_customers", "crm-eu.public.customers", "customers", False),
+        ("crm_eu_sales_customers", "crm-eu.sales.customers", "customers", True),
+        ("inv_customers", "inv.public.customers", "customers", False),
+        ("orders", "crm-eu.public.orders", "orders", False),  # captured once: its own name
+        ("items", "inv.stock.items", "items", False),
+    }
+    paths = {r.path("/lake") for r in refs}
+    assert "/lake/crm-eu/sales/customers" in paths and "/lake/inv/public/customers" in paths

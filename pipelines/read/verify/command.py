@@ -94,7 +94,7 @@ def _columns(conn: psycopg.Connection[Any], ref: TableRef) -> dict[str, str]:
     rows = conn.execute(
         "SELECT column_name, data_type FROM information_schema.columns"
         " WHERE table_schema = %s AND table_name = %s",
-        (ref.schema, ref.name),
+        (ref.schema, ref.table),
     ).fetchall()
     return {str(r[0]): str(r[1]) for r in rows}
 
@@ -140,7 +140,7 @@ def _count(conn: psycopg.Connection[Any], ref: TableRef) -> int:
 
 
 def _table(ref: TableRef) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(ref.schema), sql.Identifier(ref.name))
+    return sql.SQL("{}.{}").format(sql.Identifier(ref.schema), sql.Identifier(ref.table))
 
 
 def _comparable(types: dict[str, str], frame: Any) -> Comparable:
