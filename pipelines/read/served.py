@@ -32,7 +32,7 @@ from pipelines.settings import Settings
 from pipelines.stack.process import alive
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.tables import TableRef
 
@@ -92,6 +92,10 @@ class ServedViews:
         self.spark, self.settings, self.refs = spark, settings, refs
         self.port, self.token = 0, ""
         self.stamps: dict[str, Stamp] = {}
+        # Each view's changelog side (newest change per key), computed once per version, so
+        # a query scans the base table and joins a cached frame instead of reading and
+        # shuffling the changelog again.
+        self.cached: dict[str, DataFrame] = {}
         self.fresh = 0.0  # the newest request the views have been brought up to date for
         self._failing: set[str] = set()
         self._stop = threading.Event()
@@ -142,15 +146,24 @@ class ServedViews:
             if now[0] < 0:  # no table (yet, or again): no view
                 if self.stamps.pop(name, None) is not None:
                     self.spark.catalog.dropGlobalTempView(name)
+                gone = self.cached.pop(name, None)
+                if gone is not None:
+                    gone.unpersist()
                 return
             if now == seen:
                 return
-            rows = (
-                self.spark.read.format("delta").load(path)
-                if plain
-                else read_table(self.spark, path, soft_delete).rows
-            )
+            pending = None
+            if plain:
+                rows = self.spark.read.format("delta").load(path)
+            else:
+                read = read_table(self.spark, path, soft_delete, cache=True)
+                rows, pending = read.rows, read.pending
             rows.createOrReplaceGlobalTempView(name)
+            old = self.cached.pop(name, None)
+            if pending is not None:
+                self.cached[name] = pending
+            if old is not None:  # a query still reading it recomputes what it misses
+                old.unpersist()
         except Exception as exc:  # never the pipeline's problem: the next tick tries again
             if name not in self._failing:
                 log.warning("query view %s not refreshed: %s", name, str(exc).splitlines()[0])

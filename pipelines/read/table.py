@@ -85,8 +85,13 @@ class TableRead:
         return self.rows.where(~F.col(DELETED)) if self.soft_delete else self.rows
 
 
-def read_table(spark: SparkSession, base_path: str, soft_delete: bool = False) -> TableRead:
-    """The table at its newest change. The base table must exist (the snapshot creates it)."""
+def read_table(
+    spark: SparkSession, base_path: str, soft_delete: bool = False, cache: bool = False
+) -> TableRead:
+    """The table at its newest change. The base table must exist (the snapshot creates it).
+    `cache`: the changelog's newest change per key is kept in memory once the first read
+    computes it (small: one compaction interval of changes), for a view read many times;
+    `pending` is that frame, which the caller unpersists when done with the view."""
     changelog_path = changelog_of(base_path)
     log = _latest(spark, changelog_path)  # pinned first: see the module's docstring
     changelog_meta = log[1] if log else None
@@ -101,8 +106,11 @@ def read_table(spark: SparkSession, base_path: str, soft_delete: bool = False) -
     fresh = changelog.where(F.col(EPOCH) > F.lit(epoch_of(base_meta))).drop(EPOCH)
     truncates = [t for t in (truncate_of(base_meta), truncate_of(changelog_meta)) if t]
     truncate = max(truncates, key=lambda t: t.lsn) if truncates else None
-    rows = current_rows(base, fresh, key, truncate, soft_delete)
-    return TableRead(rows, meta, base_version, base_meta, newest_changes(fresh, key), soft_delete)
+    pending_rows = newest_changes(fresh, key)
+    if cache:  # not computed here: a view rebuilt every round may never be read
+        pending_rows = pending_rows.persist()
+    rows = current_rows(base, fresh, key, truncate, soft_delete, pending_rows)
+    return TableRead(rows, meta, base_version, base_meta, pending_rows, soft_delete)
 
 
 def _pinned(spark: SparkSession, path: str, version: int) -> DataFrame:

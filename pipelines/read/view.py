@@ -68,14 +68,16 @@ def current_rows(
     key: Sequence[str],
     truncate: Truncate | None = None,
     soft_delete: bool = False,
+    newest: DataFrame | None = None,
 ) -> DataFrame:
     """Every row of the table as of its newest change, in the base table's columns (and those
     the changelog added): deleted rows left out, or (soft-deleting tables) kept with
-    `_cdc_deleted` set."""
+    `_cdc_deleted` set. `newest`: `newest_changes(changelog, key)`, when the caller has it (a
+    cached one spares every read of the view the changelog's scan and shuffle)."""
     base = _widened(base, changelog)
     columns = base.columns
-    changelog = _aligned(changelog, base)
-    changes = F.broadcast(newest_changes(changelog, key))
+    changes = _aligned(newest if newest is not None else newest_changes(changelog, key), base)
+    changes = F.broadcast(changes)
     probe = changes.select(*key, F.col(LSN).alias(_CL_LSN))
 
     joined = base.join(probe, list(key), "left")

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.changelog.plan import Truncate
-from pipelines.read.view import current_rows
+from pipelines.read.view import current_rows, newest_changes
 
 BASE = "id long, v string, _cdc_lsn long, _cdc_op string, _cdc_source_ts timestamp"
 SOFT = BASE + ", _cdc_deleted boolean, _cdc_deleted_at timestamp"
@@ -93,14 +93,16 @@ def test_base_plus_changelog_equals_the_changes_applied_one_by_one(
     log += [(k, v, lsn, op, ts(lsn), 0, i) for i, (op, k, v, lsn) in enumerate(replayed[:3])]
 
     last = max((lsn for op, _, _, lsn in changes[line:] if op == "t"), default=None)
-    view = current_rows(
-        spark.createDataFrame(rows(base, soft), SOFT if soft else BASE),
-        spark.createDataFrame(log, CHANGELOG),
-        ["id"],
-        None if last is None else Truncate(last, ts(last)),
-        soft,
-    )
+    truncate = None if last is None else Truncate(last, ts(last))
+    base_frame = spark.createDataFrame(rows(base, soft), SOFT if soft else BASE)
+    log_frame = spark.createDataFrame(log, CHANGELOG)
+    view = current_rows(base_frame, log_frame, ["id"], truncate, soft)
     assert sorted(tuple(r) for r in view.collect()) == rows(apply(changes, soft), soft)
+    # With the changelog's newest changes computed once and cached (the served views' way).
+    cached = newest_changes(log_frame, ["id"]).persist()
+    again = current_rows(base_frame, log_frame, ["id"], truncate, soft, cached)
+    assert sorted(tuple(r) for r in again.collect()) == rows(apply(changes, soft), soft)
+    cached.unpersist()
 
 
 def test_an_empty_changelog_shows_the_base_table(spark: SparkSession) -> None:
