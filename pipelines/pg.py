@@ -11,6 +11,11 @@ from pipelines.exceptions import RetryableError
 CONNECT_TIMEOUT_S = 10
 
 
+def pg_lsn(lsn: int) -> str:
+    """An LSN as Postgres prints it (`16/B374D848`)."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
 def where(dsn: str) -> str:
     """host:port/dbname of a DSN, for messages: never the password."""
     try:

@@ -25,6 +25,7 @@ from pipelines.changelog.registry import TOPIC_SETTING
 from pipelines.exceptions import ConfigError
 from pipelines.search.config import IndexSpec, config_path, load_specs
 from pipelines.settings import Settings
+from pipelines.views.config import check_against, load_views, views_config_path
 
 OWN_SCHEMA = "changelake"
 
@@ -55,6 +56,7 @@ class TableRef:
     # Its topic is not compacted (capture/topic_groups.py): an append-only event table, every
     # change a row with its LSN, op and offset; no key, changelog, compaction or search index.
     events: bool = False
+    history: str | None = None  # the name of its history view (views.json), if it has one
     table: str = ""  # the source table's name; `name` when not given
 
     def __post_init__(self) -> None:
@@ -152,6 +154,13 @@ def _qualify(refs: list[TableRef]) -> list[TableRef]:
     return out
 
 
+def _with_views(settings: Settings, refs: list[TableRef]) -> list[TableRef]:
+    specs = load_views(views_config_path(settings))
+    check_against(specs, {r.name: not r.events for r in refs})
+    history = {s.table: s.name for s in specs if s.kind == "history"}
+    return [replace(r, history=history.get(r.name)) for r in refs]
+
+
 def source_of_table(settings: Settings, ref: TableRef) -> Source:
     """The source database of a captured table, reached as its connector's user."""
     return source_of(settings, dict(ref.source))
@@ -189,6 +198,7 @@ def captured(
         )
         for r in _qualify(refs)
     ]
+    refs = _with_views(settings, refs)
     known = {r.name for r in refs}
     for option, names in lake.items():
         unknown = sorted(names - known)

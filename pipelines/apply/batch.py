@@ -45,9 +45,11 @@ from pipelines.sinks.delta import (
     evolve,
     furthest,
 )
+from pipelines.sinks.history import HistorySink, history_of
 from pipelines.sinks.search import SearchSink, rejected_frame
 from pipelines.spark import job_group
 from pipelines.tables import TableRef
+from pipelines.views.history import carried
 
 ONE_TASK_RECORDS = 20_000  # a table's batch of up to this many records is planned as one task
 
@@ -86,6 +88,7 @@ class TableApplier:
         self.schemas = schemas
         self.base = DeltaSink.of(spark, table, lake)
         self.changelog = ChangelogSink(spark, changelog_of(self.base.path))
+        self.history = HistorySink(spark, history_of(self.base.path)) if table.history else None
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
         # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last
         # commit (this applier makes every later one), the table's columns, the schema versions.
@@ -187,6 +190,9 @@ class TableApplier:
                         )
                 with stats.timed("errors"):
                     stats.errors += self._dead_letters(decoded, stats.bad)
+                if self.history is not None:
+                    with stats.timed("history"):
+                        self.history.append(self._versions(decoded, key, stats))
                 faults.pause_if("before-append", self.table.name, self.run_dir)
                 with stats.timed("append"):
                     self.changelog.append(rows, self.epoch, meta)
@@ -221,6 +227,16 @@ class TableApplier:
         with stats.timed("errors"):
             stats.errors += self._dead_letters(decoded, stats.bad)
         return stats
+
+    def _versions(self, decoded: Decoded, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
+        """Every change of the batch for the history, made complete: an unchanged-TOAST value
+        from the key's previous change in the batch, or else from the table before it."""
+        assert decoded.changes is not None
+        rows = carried(decoded.changes, key, decoded.toastable if stats.toasted else ())
+        if not stats.toasted:
+            return rows.drop(TOASTED)
+        before = read_table(self.spark, self.base.path, self.table.soft_delete).rows
+        return completed(rows, before, key, False)
 
     def _complete(self, rows: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
         """Placeholders still open, and a soft-deleting table's deletes, take their values from

@@ -41,6 +41,7 @@ from pipelines.apply.run_report import (
 from pipelines.apply.run_state import Stream, TableJob
 from pipelines.apply.snapshot import snapshot
 from pipelines.apply.streaming_failure import cause
+from pipelines.apply.table_views import forget_changes, start_history
 from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.changelog.registry import SchemaRegistry, registry
 from pipelines.exceptions import ChangelakeError, RetryableError
@@ -48,7 +49,6 @@ from pipelines.read.reindex import ready_index
 from pipelines.read.table import covered
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
-from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef, source_of_table
@@ -98,7 +98,7 @@ class Pipeline:
         if ref.name in self.options.resnapshot:
             self.out(f"{ref.name}: dropping the derived table and its changelog to re-snapshot")
             lakefs.delete(self.spark, ref.path(lake))
-            lakefs.delete(self.spark, changelog_of(ref.path(lake)))
+            forget_changes(self.spark, ref, lake)
             self.options = RunOptions(
                 **{
                     **self.options.__dict__,
@@ -106,9 +106,9 @@ class Pipeline:
                 }
             )
         if sink.exists():
+            start_history(self.spark, ref, lake, self.out)
             return True
-        # A changelog without its table would resume mid-stream: start afresh.
-        lakefs.delete(self.spark, changelog_of(ref.path(lake)))
+        forget_changes(self.spark, ref, lake)
         self._set(job, "snapshotting")
         started = time.monotonic()
         with progress.spark_tasks(self.spark, f"{ref.name}: snapshot", self.out):
@@ -127,6 +127,7 @@ class Pipeline:
         job.snapshotted = True
         for line in snapshot_lines(ref, result, time.monotonic() - started):
             self.out(line)
+        start_history(self.spark, ref, lake, self.out)
         return True
 
     def _starting_offsets(self, job: TableJob) -> dict[str, int]:

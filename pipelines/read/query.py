@@ -43,7 +43,9 @@ def register_views(
     spark: SparkSession, settings: Settings, refs: list[tables.TableRef]
 ) -> list[str]:
     """A temporary view per existing table, as of its newest change (base ⊕ changelog; a
-    soft-deleting table's deleted rows marked), and `_errors`; returns the view names."""
+    soft-deleting table's deleted rows marked), per history view, and `_errors`; returns the
+    view names."""
+    from pipelines.read.history import read_history
     from pipelines.read.table import read_table
     from pipelines.sinks.delta import delta_exists
 
@@ -53,6 +55,10 @@ def register_views(
         if delta_exists(spark, path):
             read_table(spark, path, ref.soft_delete).rows.createOrReplaceTempView(ref.name)
             views.append(ref.name)
+            history = read_history(spark, path) if ref.history else None
+            if ref.history and history is not None:
+                history.createOrReplaceTempView(ref.history)
+                views.append(ref.history)
     if delta_exists(spark, errors_path(settings)):
         spark.read.format("delta").load(errors_path(settings)).createOrReplaceTempView(ERRORS_VIEW)
         views.append(ERRORS_VIEW)
@@ -70,7 +76,8 @@ def open_query(settings: Settings, sql: str, served: bool = True) -> tuple[DataF
 
     _refuse_writes(sql)
     refs = tables.captured(settings)
-    remote = connect(settings, sql, [r.name for r in refs]) if served else None  # warm session
+    names = [r.name for r in refs] + [r.history for r in refs if r.history]
+    remote = connect(settings, sql, names) if served else None  # warm session
     if remote is not None:
         spark, views = remote
     else:

@@ -128,32 +128,48 @@ class ServedViews:
         served = set(self.stamps)
         for ref in refs:
             self.refresh(ref.name, ref.path(self.settings.lake), ref.soft_delete)
+            if ref.history:
+                self.refresh(ref.history, ref.path(self.settings.lake), history=True)
         self.refresh(ERRORS_VIEW, errors_path(self.settings), plain=True)
         if set(self.stamps) != served:
             self._publish()
 
-    def refresh(self, name: str, path: str, soft_delete: bool = False, plain: bool = False) -> None:
+    def refresh(
+        self,
+        name: str,
+        path: str,
+        soft_delete: bool = False,
+        plain: bool = False,
+        history: bool = False,
+    ) -> None:
         """Rebuild `name`'s view if its base table or changelog changed (`plain`: a Delta table
-        without a changelog)."""
+        without a changelog; `history`: the history view of the table at `path`, rebuilt when
+        its stored history changed)."""
+        from pipelines.read.history import read_history
         from pipelines.read.table import read_table
         from pipelines.sinks.changelog import changelog_of
         from pipelines.sinks.delta_log import stamp
+        from pipelines.sinks.history import history_of
 
         seen = self.stamps.get(name, (-1, 0, -1, 0))
         try:
-            log_stamp = (-1, 0) if plain else stamp(self.spark, changelog_of(path), seen[2])
-            now: Stamp = (*stamp(self.spark, path, seen[0]), *log_stamp)
+            if history:
+                now: Stamp = (*stamp(self.spark, history_of(path), seen[0]), -1, 0)
+            else:
+                log_stamp = (-1, 0) if plain else stamp(self.spark, changelog_of(path), seen[2])
+                now = (*stamp(self.spark, path, seen[0]), *log_stamp)
             if now[0] < 0:  # no table (yet, or again): no view
-                if self.stamps.pop(name, None) is not None:
-                    self.spark.catalog.dropGlobalTempView(name)
-                gone = self.cached.pop(name, None)
-                if gone is not None:
-                    gone.unpersist()
+                self._drop(name)
                 return
             if now == seen:
                 return
             pending = None
-            if plain:
+            if history:
+                found = read_history(self.spark, path)
+                if found is None:  # its table records no key (yet)
+                    return
+                rows = found
+            elif plain:
                 rows = self.spark.read.format("delta").load(path)
             else:
                 read = read_table(self.spark, path, soft_delete, cache=True)
@@ -171,6 +187,13 @@ class ServedViews:
             return
         self._failing.discard(name)
         self.stamps[name] = now
+
+    def _drop(self, name: str) -> None:
+        if self.stamps.pop(name, None) is not None:
+            self.spark.catalog.dropGlobalTempView(name)
+        gone = self.cached.pop(name, None)
+        if gone is not None:
+            gone.unpersist()
 
     def start(self) -> None:
         """Serve the session's Connect server (the port it bound, the token it expects)."""

@@ -23,9 +23,11 @@ from confluent_kafka import KafkaException
 
 from pipelines import kafka_io, tables
 from pipelines.exceptions import ChangelakeError, ConfigError
+from pipelines.pg import pg_lsn
 from pipelines.read.formats import grid
 from pipelines.read.query import errors_path
 from pipelines.read.table import TableRead, read_table
+from pipelines.read.view_status import view_lines, views_report
 from pipelines.search.client import SearchClient
 from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
 from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists
@@ -42,11 +44,6 @@ _SLOT_SQL = (
 )
 # Kafka topic → {partition: (low, high) watermarks}; a topic missing here does not exist yet.
 Marks = dict[str, dict[int, tuple[int, int]]]
-
-
-def pg_lsn(lsn: int) -> str:
-    """An LSN as Postgres prints it (`16/B374D848`)."""
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
@@ -71,7 +68,14 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     slots = _slots(settings, refs, problems)
     owners = {r.slot: r.connector for r in refs if r.slot}
     problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
-    return {"pipeline": pipeline, "tables": report_tables, "slots": slots, "problems": problems}
+    views = views_report(spark, settings.lake, refs)
+    return {
+        "pipeline": pipeline,
+        "tables": report_tables,
+        "views": views,
+        "slots": slots,
+        "problems": problems,
+    }
 
 
 # Exit codes of `status` (README, "The command line").
@@ -350,6 +354,8 @@ def print_report(report: dict[str, Any]) -> None:
     print(_pipeline_line(report["pipeline"]))
     cells = [_table_cells(name, t) for name, t in report["tables"].items()]
     for line in grid(_HEADER, cells, _RIGHT):
+        print(line)
+    for line in view_lines(report.get("views", {})):
         print(line)
     for name, slot in report["slots"].items():
         print(_slot_line(name, slot))

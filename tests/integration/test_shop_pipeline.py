@@ -3,6 +3,7 @@ demo load, every derived table equals its Postgres table row by row and column b
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,11 +11,16 @@ import polars as pl
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
+from pipelines import kafka_io, tables
 from pipelines.demo.load import run_load
 from pipelines.demo.seed import seed
+from pipelines.read.table import covered
+from pipelines.read.verify.history_check import check_history
 from pipelines.settings import Settings
 from pipelines.sinks.changelog import changelog_of
+from pipelines.sinks.history import history_of
 from tests.compare import assert_read_outside_spark, assert_same, text_columns
 from tests.support import changelake, changelake_here
 
@@ -54,6 +60,24 @@ def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
             assert "_cdc_lsn" in pl.read_delta(str(changelog)).columns
 
 
+def _assert_history(
+    spark: SparkSession, settings: Settings, lake: Path, after: dict[str, int]
+) -> None:
+    """customers_history (views.json): its current versions are the table's rows (which equal
+    the source), and it holds one version for each insert and update in the topic since the
+    snapshot (`after`: the snapshot's end offsets), each once."""
+    (ref,) = tables.captured(settings, ["customers"])
+    assert ref.history == "customers_history"
+    found = check_history(spark, ref, str(lake))
+    assert found.equal and found.rows > 0, found
+    start = {int(p): o for p, o in after.items()}
+    records = kafka_io.read(settings.kafka_bootstrap, ref.topic, start)
+    made = sum(1 for r in records if r.payload and r.payload["op"] in ("c", "u", "r"))
+    stored = spark.read.format("delta").load(history_of(ref.path(str(lake))))
+    versions = stored.where(F.col("_kafka_offset").isNotNull() & (F.col("_cdc_op") != "d"))
+    assert versions.count() == made > 0  # a replayed batch would have written some twice
+
+
 def test_shop_snapshot_and_demo_load(
     settings: Settings, admin_dsn: str, spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -68,6 +92,10 @@ def test_shop_snapshot_and_demo_load(
     snapshot = changelake("run", "--once", env=env)  # the command as its own process, once
     assert "customers: snapshot" in snapshot.stdout, snapshot.stdout
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
+    snapshotted = covered(spark, f"{tmp_path}/lake/shop/public/customers")
+    assert snapshotted is not None
+    customers_then = spark.read.format("delta").load(f"{tmp_path}/lake/shop/public/customers")
+    count_then = customers_then.count()
 
     load = run_load(admin_dsn, rate=40, seconds=8, progress=lambda _: None)
     assert load.transactions > 100
@@ -75,3 +103,12 @@ def test_shop_snapshot_and_demo_load(
     assert "changes from" in applied.stdout, applied.stdout
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
     _assert_open_to_other_readers(admin_dsn, tmp_path / "lake")
+    _assert_history(spark, settings, tmp_path / "lake", snapshotted.offsets)
+    # Queryable by its name: as of a past LSN (the snapshot's), the customers as they were then.
+    at = snapshotted.max_lsn
+    then = (
+        f"SELECT count(*) AS n FROM customers_history WHERE _valid_from_lsn <= {at} "
+        f"AND (_valid_to_lsn IS NULL OR _valid_to_lsn > {at})"
+    )
+    shown = changelake_here("query", then, "--json", env=env).stdout
+    assert json.loads(shown) == [{"n": count_then}]  # not the customers the load added

@@ -18,6 +18,7 @@ from pipelines.capture.source import source_of
 from pipelines.read.table import read_table
 from pipelines.read.verify import events
 from pipelines.read.verify.diff import Differences
+from pipelines.read.verify.history_check import check_history
 from pipelines.read.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
 from pipelines.read.verify.sides import (
     Comparable,
@@ -87,7 +88,12 @@ def verify(
         with connect(source_of(settings, dict(source)).dsn()) as conn:
             for ref in (r for r in refs if r.source == source):
                 checks[ref.name] = _check(settings, spark, conn, client, ref, step, out)
-    return [checks[r.name] for r in refs]
+    histories = [
+        TableCheck(r.history, check_history(spark, r, settings.lake), None)
+        for r in refs
+        if r.history
+    ]
+    return [checks[r.name] for r in refs] + histories
 
 
 def _columns(conn: psycopg.Connection[Any], ref: TableRef) -> dict[str, str]:

@@ -1,0 +1,36 @@
+"""What a table keeps beside its base table, as `run` prepares it: its changelog and, with a
+history view (views.json), its stored history."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import SparkSession
+
+from pipelines import lakefs
+from pipelines.read.table import read_table
+from pipelines.sinks.changelog import changelog_of
+from pipelines.sinks.history import HistorySink, history_of
+from pipelines.tables import TableRef
+
+
+def forget_changes(spark: SparkSession, ref: TableRef, lake: str) -> None:
+    """Before a table is snapshotted (again): a changelog without its table would resume
+    mid-stream, and a history would mix the old table's versions with the new one's."""
+    lakefs.delete(spark, changelog_of(ref.path(lake)))
+    lakefs.delete(spark, history_of(ref.path(lake)))
+
+
+def start_history(
+    spark: SparkSession, ref: TableRef, lake: str, out: Callable[[str], None]
+) -> None:
+    """A table with a history view and no history yet: its rows as they are, each the first
+    version it has. Called before the table joins its stream, so no batch comes in between."""
+    if ref.history is None:
+        return
+    path = ref.path(lake)
+    history = HistorySink(spark, history_of(path))
+    if history.exists():
+        return
+    history.seed(read_table(spark, path, ref.soft_delete).live())
+    out(f"{ref.name}: history {ref.history} starts from the table's rows as they are")

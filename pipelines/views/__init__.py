@@ -1,0 +1,1 @@
+"""Views derived from the change stream besides each table's current state (views.json)."""
