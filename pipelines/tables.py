@@ -143,14 +143,23 @@ def _qualify(refs: list[TableRef]) -> list[TableRef]:
         parts = [ref.prefix, ref.schema, ref.table] if schema else [ref.prefix, ref.table]
         return _NOT_IN_NAME.sub("_", "_".join(parts))
 
-    counts = Counter(r.table for r in refs)
-    prefixed = Counter(qualified(r, False) for r in refs)
+    counts = Counter(r.table.lower() for r in refs)
+    prefixed = Counter(qualified(r, False).lower() for r in refs)
     out = []
     for ref in refs:
-        if counts[ref.table] > 1:
-            schema = prefixed[qualified(ref, False)] > 1
+        if counts[ref.table.lower()] > 1:
+            schema = prefixed[qualified(ref, False).lower()] > 1
             ref = replace(ref, name=qualified(ref, schema))
         out.append(ref)
+    first: dict[str, TableRef] = {}
+    for ref in out:  # e.g. prefixes a-b and a_b, or a table named like another's qualified name
+        other = first.setdefault(ref.name.lower(), ref)
+        if other is not ref:
+            raise ConfigError(
+                f"two captured tables would both be named {ref.name}: {other.topic} (connector "
+                f"{other.connector}) and {ref.topic} (connector {ref.connector})",
+                "give one connector another topic.prefix, or capture one of them only",
+            )
     return out
 
 
@@ -214,6 +223,12 @@ def captured(
             f"captured tables: {', '.join(sorted(known))} (from connectors/*.json)",
         )
     for ref in refs:
+        if ref.events and (ref.soft_delete or ref.deletion_vectors):
+            option = "soft_delete" if ref.soft_delete else "deletion_vectors"
+            raise ConfigError(
+                f"{lake_config_path(settings)}: {option}: {ref.name} is an append-only event "
+                "table: nothing in it is deleted or updated"
+            )
         if ref.events and ref.search is not None:
             raise ConfigError(
                 f"{config_path(settings)}: indexes.{ref.name}: {ref.topic} is an append-only "

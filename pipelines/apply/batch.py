@@ -35,6 +35,7 @@ from pipelines.changelog.decode import (
 )
 from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.plan import after_truncate, completed, latest_per_key
+from pipelines.exceptions import ChangelakeError
 from pipelines.read.table import commits, epoch_of, newest, read_table, truncate_of
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
 from pipelines.sinks.delta import (
@@ -165,6 +166,13 @@ class TableApplier:
             if self.previous is None:
                 self.resume()
             previous = self.previous
+        if self.table.events and previous is not None and previous.key:
+            raise ChangelakeError(
+                f"{self.table.name}: its topic's cleanup.policy makes it an event table, but "
+                f"its Delta table at {self.base.path} is keyed by ({', '.join(previous.key)})",
+                "set its topic creation group back to a compacting one, or `changelake run "
+                f"--resnapshot {self.table.name}` to make it again as events",
+            )
         if self.table.events:
             return self._append_events(decoded, previous, stats)
         key = decoded.key or (previous.key if previous else ())

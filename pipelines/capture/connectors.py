@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.capture import source_checks
+from pipelines.capture import source_checks, topic_groups
 from pipelines.capture.capture_restarts import failed_tasks, restart_failed
 from pipelines.capture.connect_api import ConnectApi, ConnectApiError, quote
 from pipelines.capture.failures import explain
@@ -251,16 +251,12 @@ def reconcile_topics(settings: Settings, cf: ConnectorFile, progress: Progress) 
     asks for, say, a longer `min.compaction.lag.ms` must not leave old topics without it."""
     from pipelines import kafka_io
 
-    wanted = {
-        key.removeprefix("topic.creation.default."): value
-        for key, value in cf.config.items()
-        if key.startswith("topic.creation.default.")
-        and key.removeprefix("topic.creation.default.") not in _NOT_TOPIC_CONFIGS
-    }
     prefix = cf.config.get("topic.prefix", "")
     tables = [t.strip() for t in cf.config.get("table.include.list", "").split(",") if t.strip()]
     existing = set(kafka_io.list_topics(settings.kafka_bootstrap, f"{prefix}."))
     for topic in (f"{prefix}.{t}" for t in tables):
+        # The settings of the group Connect created it by (an event table's: uncompacted).
+        wanted = topic_groups.creation_settings(cf.config, topic, _NOT_TOPIC_CONFIGS)
         if topic not in existing or not wanted:
             continue
         current = kafka_io.topic_config(settings.kafka_bootstrap, topic)

@@ -42,6 +42,21 @@ def group_of(config: Mapping[str, str], topic: str) -> str:
     return "default"
 
 
+def creation_settings(
+    config: Mapping[str, str], topic: str, skip: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The topic configs Connect creates `topic` with: its group's, over the default's."""
+    group = group_of(config, topic)
+    found: dict[str, str] = {}
+    for source in ("default", group) if group != "default" else ("default",):
+        head = f"{PREFIX}{source}."
+        for key, value in config.items():
+            name = key.removeprefix(head)
+            if key.startswith(head) and name not in skip and name not in ("include", "exclude"):
+                found[name] = value
+    return found
+
+
 def cleanup_policy(config: Mapping[str, str], topic: str) -> str:
     """The cleanup.policy Connect creates `topic` with (Kafka's default, delete, when unset)."""
     group = group_of(config, topic)
@@ -52,8 +67,14 @@ def cleanup_policy(config: Mapping[str, str], topic: str) -> str:
 
 
 def is_event_topic(config: Mapping[str, str], topic: str) -> bool:
-    """Whether a table's changes go to a topic that is not compacted (an event table)."""
-    return "compact" not in cleanup_policy(config, topic).replace(" ", "").split(",")
+    """Whether a table's changes go to a topic the file has created uncompacted (an event
+    table). A file that sets no cleanup.policy for it (its topics made by hand, or by a broker
+    default) keeps the table keyed: an event table is always asked for."""
+    group = group_of(config, topic)
+    asked = config.get(f"{PREFIX}{group}.cleanup.policy") or config.get(
+        f"{PREFIX}default.cleanup.policy"
+    )
+    return asked is not None and "compact" not in asked.replace(" ", "").split(",")
 
 
 def events_group(prefix: str, tables: list[str]) -> dict[str, str]:

@@ -96,6 +96,7 @@ class ServedViews:
         # a query scans the base table and joins a cached frame instead of reading and
         # shuffling the changelog again.
         self.cached: dict[str, DataFrame] = {}
+        self.retired: list[tuple[float, DataFrame]] = []  # replaced, unpersisted after WARM_S
         self.fresh = 0.0  # the newest request the views have been brought up to date for
         self._failing: set[str] = set()
         self._stop = threading.Event()
@@ -175,11 +176,9 @@ class ServedViews:
                 read = read_table(self.spark, path, soft_delete, cache=True)
                 rows, pending = read.rows, read.pending
             rows.createOrReplaceGlobalTempView(name)
-            old = self.cached.pop(name, None)
+            self._retire(self.cached.pop(name, None), pending)
             if pending is not None:
                 self.cached[name] = pending
-            if old is not None:  # a query still reading it recomputes what it misses
-                old.unpersist()
         except Exception as exc:  # never the pipeline's problem: the next tick tries again
             if name not in self._failing:
                 log.warning("query view %s not refreshed: %s", name, str(exc).splitlines()[0])
@@ -191,9 +190,17 @@ class ServedViews:
     def _drop(self, name: str) -> None:
         if self.stamps.pop(name, None) is not None:
             self.spark.catalog.dropGlobalTempView(name)
-        gone = self.cached.pop(name, None)
-        if gone is not None:
-            gone.unpersist()
+        self._retire(self.cached.pop(name, None), None)
+
+    def _retire(self, old: DataFrame | None, new: DataFrame | None) -> None:
+        """Unpersist a replaced view's cached frame once queries that planned with it have had
+        WARM_S to finish (unpersisted under a running query, Spark would cache it again, for
+        good); never one the new view shares (an unchanged changelog plans the same frame)."""
+        now = time.monotonic()
+        if old is not None and not (new is not None and old.sameSemantics(new)):
+            self.retired.append((now, old))
+        while self.retired and now - self.retired[0][0] > WARM_S:
+            self.retired.pop(0)[1].unpersist()
 
     def start(self) -> None:
         """Serve the session's Connect server (the port it bound, the token it expects)."""

@@ -23,7 +23,7 @@ def history_of(base_path: str) -> str:
 
 
 class HistorySink:
-    def __init__(self, spark: SparkSession, path: str):
+    def __init__(self, spark: SparkSession, path: str) -> None:
         self.spark, self.path = spark, path
 
     def exists(self) -> bool:

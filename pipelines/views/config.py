@@ -72,8 +72,10 @@ def check_against(specs: Iterable[ViewSpec], tables: dict[str, bool]) -> None:
     seen: dict[str, str] = {}
     for spec in specs:
         where = f"{spec.source}: views.{spec.name}"
-        if spec.name in tables:
+        if spec.name.lower() in {t.lower() for t in tables}:
             raise ConfigError(f"{where}: a captured table has that name already")
+        if spec.name.startswith("_"):
+            raise ConfigError(f"{where}: names starting with _ are changelake's (e.g. _errors)")
         if spec.table not in tables:
             raise ConfigError(
                 f"{where}.table: no captured table {spec.table}",

@@ -58,6 +58,7 @@ class Pipeline:
             "CHANGELAKE_CONNECTORS_DIR": str(self.home / "connectors"),
             "CHANGELAKE_LAKE_CONFIG": str(self.home / "lake.json"),
             "CHANGELAKE_SEARCH_CONFIG": str(self.home / "search.json"),
+            "CHANGELAKE_VIEWS_CONFIG": str(self.home / "views.json"),
         }
 
     def alias(self, table: str) -> str:
@@ -159,6 +160,7 @@ def pipeline(
         deletion_vectors: tuple[str, ...] = (),
         search: dict[str, dict[str, str]] | None = None,
         connector: dict[str, str] | None = None,
+        views: dict[str, dict[str, str]] | None = None,
     ) -> Pipeline:
         p = Pipeline(settings, admin_dsn, spark, tmp_path, tables=tables)
         made.append(p)
@@ -168,6 +170,7 @@ def pipeline(
         (tmp_path / "lake.json").write_text(json.dumps(lake))
         indexes = {t: {"fields": fields} for t, fields in (search or {}).items()}
         (tmp_path / "search.json").write_text(json.dumps({"indexes": indexes}))
+        (tmp_path / "views.json").write_text(json.dumps({"views": views or {}}))
         p.prefix = capture(",".join([*(f"public.{t}" for t in tables), SIGNAL_TABLE]), connector)
         return p
 

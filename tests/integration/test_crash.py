@@ -3,10 +3,12 @@ row equals its source, nothing lost and nothing duplicated."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 
+from pipelines import kafka_io
 from tests.integration.pipeline_fixtures import Pipeline
 
 pytestmark = pytest.mark.stack
@@ -34,6 +36,7 @@ def test_sigkill_during_snapshot_batch_and_after_commit(
             f"CREATE TABLE public.{t} (id int PRIMARY KEY, name text, qty numeric(10,1))",
             f"INSERT INTO public.{t} SELECT i, 'seed', i FROM generate_series(1, 300) i",
         ],
+        views={f"{t}_history": {"kind": "history", "table": t}},
     )
     p.caught_up()
 
@@ -72,3 +75,20 @@ def test_sigkill_during_snapshot_batch_and_after_commit(
     churn(p, t, 4)
     p.run_once()
     p.assert_equal(t, ["id"])
+    assert_history(p, t)
+
+
+def assert_history(p: Pipeline, t: str) -> None:
+    """Through the kills (one after the history's append, before the changelog's, so that batch
+    was appended to the history twice): its current versions are the table's rows, and it holds
+    one version per insert and update the topic holds (the snapshot's reads included), each once."""
+    report = json.loads(p.cli("verify", "--json").stdout)
+    checks = {c["table"]: c for c in report["tables"]}
+    assert checks[f"{t}_history"]["equal"], checks[f"{t}_history"]
+    made = sum(
+        1
+        for r in kafka_io.read(p.settings.kafka_bootstrap, p.alias(t))
+        if r.payload and r.payload["op"] in ("c", "u", "r")
+    )
+    shown = p.cli("query", f"SELECT count(*) AS n FROM {t}_history", "--json").stdout
+    assert json.loads(shown) == [{"n": made}]

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pipelines import tables
 from pipelines.capture.source_checks import POSTGRES_CONNECTOR
+from pipelines.exceptions import ConfigError
 from pipelines.settings import load_settings
 from tests.support import changelake
 
@@ -75,3 +78,39 @@ def test_tables_of_one_name_are_named_by_their_topic_prefix_each(tmp_path: Path)
     }
     paths = {r.path("/lake") for r in refs}
     assert "/lake/crm-eu/sales/customers" in paths and "/lake/inv/public/customers" in paths
+
+
+def test_two_tables_that_would_share_a_name_are_refused_naming_both(tmp_path: Path) -> None:
+    other = {**CONNECTOR, "name": "crm"}
+    # Prefixes inv-x and inv_x both qualify customers as inv_x_customers.
+    other["config"] = {**CONNECTOR["config"], "topic.prefix": "inv-x", "slot.name": "crm"}
+    mine = {**CONNECTOR, "config": {**CONNECTOR["config"], "topic.prefix": "inv_x"}}
+    (project(tmp_path) / "connectors" / "inventory.json").write_text(json.dumps(mine))
+    (tmp_path / "connectors" / "crm.json").write_text(json.dumps(other))
+    with pytest.raises(ConfigError) as refused:
+        tables.captured(load_settings({"CHANGELAKE_PROJECT": str(tmp_path)}))
+    assert refused.value.message.startswith("two captured tables would both be named inv_x_")
+
+
+def test_an_event_table_takes_no_soft_deletes(tmp_path: Path) -> None:
+    events = {
+        **CONNECTOR["config"],
+        "topic.creation.default.cleanup.policy": "compact",
+        "topic.creation.groups": "events",
+        "topic.creation.events.include": r"inv\.stock\.items",
+        "topic.creation.events.cleanup.policy": "delete",
+    }
+    (project(tmp_path) / "connectors" / "inventory.json").write_text(
+        json.dumps({**CONNECTOR, "config": events})
+    )
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "lake.json").write_text('{"soft_delete": ["items"]}')
+    settings = load_settings({"CHANGELAKE_PROJECT": str(tmp_path)})
+    with pytest.raises(ConfigError) as refused:
+        tables.captured(settings)
+    assert "soft_delete: items is an append-only event table" in refused.value.message
+    (tmp_path / "schemas" / "lake.json").write_text("{}")
+    assert [(r.name, r.events) for r in tables.captured(settings)] == [
+        ("customers", False),
+        ("items", True),
+    ]

@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 from pipelines import jsonfile
-from pipelines.capture.topic_groups import cleanup_policy, events_group, group_of, is_event_topic
+from pipelines.capture.topic_groups import (
+    cleanup_policy,
+    creation_settings,
+    events_group,
+    group_of,
+    is_event_topic,
+)
 from pipelines.settings import project_root
 
 
@@ -32,7 +38,7 @@ def test_the_first_group_that_includes_and_does_not_exclude_a_topic_gives_its_po
     assert not is_event_topic(
         {**config, "topic.creation.all.cleanup.policy": "compact,delete"}, "x"
     )
-    assert is_event_topic({}, "p.public.t")  # Kafka's own default: delete
+    assert not is_event_topic({}, "p.public.t")  # no policy asked for: keyed, as always
 
 
 def test_the_group_init_writes_makes_exactly_its_tables_event_tables() -> None:
@@ -46,3 +52,22 @@ def test_the_group_init_writes_makes_exactly_its_tables_event_tables() -> None:
     assert is_event_topic(config, "own.public.log$")  # escaped: a table name is no regex
     assert not is_event_topic(config, "own.inv.auditx")
     assert not is_event_topic(config, "own.inv.stock")
+
+
+def test_an_existing_topic_is_given_its_own_groups_settings_over_the_defaults() -> None:
+    config = {
+        "topic.prefix": "own",
+        "topic.creation.default.cleanup.policy": "compact",
+        "topic.creation.default.min.compaction.lag.ms": "86400000",
+        "topic.creation.default.partitions": "1",
+        "topic.creation.groups": "events",
+        **events_group("own", ["inv.audit"]),
+    }
+    skip = ("replication.factor", "partitions")
+    audit = creation_settings(config, "own.inv.audit", skip)
+    assert audit["cleanup.policy"] == "delete"  # never made compacted by `connectors apply`
+    assert "include" not in audit and "partitions" not in audit
+    assert creation_settings(config, "own.inv.stock", skip) == {
+        "cleanup.policy": "compact",
+        "min.compaction.lag.ms": "86400000",
+    }

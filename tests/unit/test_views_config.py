@@ -32,6 +32,8 @@ def refused(tmp_path: Path, doc: object, known: dict[str, bool] = TABLES) -> str
         ({"h": {"kind": "history", "table": "audit"}}, "views.h.table: audit is an append-only"),
         ({"customers": {"kind": "history", "table": "customers"}}, "views.customers: a captured"),
         ({"h-1": {"kind": "history", "table": "customers"}}, "views.h-1: a view's name is"),
+        ({"_errors": {"kind": "history", "table": "customers"}}, "views._errors: names starting"),
+        ({"Customers": {"kind": "history", "table": "customers"}}, "views.Customers: a captured"),
         ({"h": {"kind": "history", "table": "customers", "on": 1}}, "views.h.on: unknown field"),
         (
             {

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from pipelines import progress
@@ -149,7 +149,7 @@ def _table(ref: TableRef) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(ref.schema), sql.Identifier(ref.table))
 
 
-def _comparable(types: dict[str, str], frame: Any) -> Comparable:
+def _comparable(types: dict[str, str], frame: DataFrame) -> Comparable:
     """JSON compared by value; a numeric the lake keeps as text (beyond decimal's digits) too."""
     text_columns = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.StringType)}
     return Comparable(

@@ -63,6 +63,7 @@ def compare(source: Counter[str], events: DataFrame, how: Comparable, into: Diff
         rows = ops.get("c", 0) + ops.get("r", 0) - ops.get("d", 0)
         counted = Counter({"<row>": sum(source.values())})
         into.add(_numbered(counted), _numbered(Counter({"<row>": rows})))
+        into.resend.clear()  # events are not re-sent: a resend would append them again
         return
     replayed: Counter[str] = Counter()
     for row in lake_frame(live.withColumn(_OP, F.col(OP)), False).toLocalIterator():
@@ -70,6 +71,7 @@ def compare(source: Counter[str], events: DataFrame, how: Comparable, into: Diff
         sign = -1 if rec.pop(_OP) == "d" else 1
         replayed[_row(rec, how)] += sign
     into.add(_numbered(source), _numbered(replayed))
+    into.resend.clear()  # events are not re-sent: a resend would append them again
 
 
 def _numbered(rows: Counter[str]) -> dict[tuple[str, int], dict[str, Any]]:
