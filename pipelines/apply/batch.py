@@ -305,6 +305,13 @@ class TableApplier:
             self.columns = None  # read back after the change, as Delta stored it
             if self.changelog.exists():  # else the first append creates it with these columns
                 evolve(self.spark, self.changelog.path, evolution)
+            if self.history is not None and self.history.exists():  # by its own columns
+                stored = self.history.data_schema()
+                evolve(
+                    self.spark,
+                    self.history.path,
+                    reconcile(self.table.name, stored, decoded.columns, key, key),
+                )
 
     def _meta(
         self, stats: BatchStats, previous: CommitMeta | None, key: tuple[str, ...]

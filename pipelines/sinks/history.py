@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
-from pipelines.sinks.delta import DELETED, DELETED_AT, delta_exists
+from pipelines.sinks.delta import DELETED, DELETED_AT, data_schema, delta_exists
 
 HISTORIES = "_history"
 
@@ -38,6 +39,10 @@ class HistorySink:
             .option("delta.enableDeletionVectors", "false")
             .save(self.path)
         )
+
+    def data_schema(self) -> T.StructType:
+        """Its columns, without the change's own (LSN, op, time, Kafka position)."""
+        return data_schema(self.spark, self.path, {LSN, OP, SOURCE_TS, PARTITION, OFFSET})
 
     def seed(self, current: DataFrame) -> None:
         """Start the history from the table's rows as they are (`current`, live rows only):

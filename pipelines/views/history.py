@@ -4,11 +4,11 @@ row's state. Pure DataFrame-in, DataFrame-out.
 What is stored is append-only: each change of the table with its position (LSN, Kafka partition
 and offset), made complete (an unchanged-TOAST placeholder takes the value the row had), and
 each truncate as a row of its own. Replays are harmless: the view keeps one row per
-(key, LSN, partition, offset). The view orders each key's changes by position: a version is
-valid from its change until the key's next change (a delete closes it and is no version) or
-the next truncate, whichever comes first; the current version is the one still open. The state
-at any past LSN is a filter away: `_valid_from_lsn <= L AND (_valid_to_lsn IS NULL OR
-_valid_to_lsn > L)`.
+(key, LSN, op), a change stored twice being one change. The view orders each key's changes by
+position: a version is valid from its change until the key's next change (a delete closes it
+and is no version) or the next truncate, whichever comes first; the current version is the one
+still open. The state at any past LSN is a filter away: `_valid_from_lsn <= L AND
+(_valid_to_lsn IS NULL OR _valid_to_lsn > L)`.
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def history_view(
     """The stored history (`stored`) as versions: the table's columns, the op that made the
     version, `_valid_from_lsn`/`_valid_from`, `_valid_to_lsn`/`_valid_to` (NULL: still valid)
     and `_current`. `truncates`: every truncate's (LSN, source time), from the stored rows."""
-    rows = stored.where(F.col(OP) != "t").dropDuplicates([*key, *_ORDER])
+    # One row per change: a key has one change at an LSN, however often it was stored (a batch
+    # replayed after a crash, or Debezium delivering a change again at another offset).
+    rows = stored.where(F.col(OP) != "t").dropDuplicates([*key, LSN, OP])
     following = Window.partitionBy(*key).orderBy(*_ORDER)
     next_lsn, next_at = F.lead(LSN).over(following), F.lead(SOURCE_TS).over(following)
     cut_lsn: Column = F.lit(None).cast("long")

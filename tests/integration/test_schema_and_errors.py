@@ -30,6 +30,7 @@ def test_added_column_appears_and_a_narrowed_type_stops_only_its_table(
             f"CREATE TABLE public.{narrow} (id int PRIMARY KEY, amount numeric(10,2))",
             f"INSERT INTO public.{narrow} SELECT i, i * 100.25 FROM generate_series(1, 20) i",
         ],
+        views={f"{grow}_history": {"kind": "history", "table": grow}},
     )
     p.run_once()
     p.sql(f"ALTER TABLE public.{grow} ADD COLUMN note text")
@@ -46,6 +47,18 @@ def test_added_column_appears_and_a_narrowed_type_stops_only_its_table(
         result.stdout
     ), result.stdout
     p.assert_equal(grow, ["id"])
+    # Its history took the new column and the wider type too (each version as it was).
+    versions = p.cli(
+        "query",
+        f"SELECT id, qty, note FROM {grow}_history WHERE id IN (1, 100) "
+        "ORDER BY id, _valid_from_lsn",
+        "--json",
+    ).stdout
+    assert json.loads(versions) == [
+        {"id": 1, "qty": 1, "note": None},
+        {"id": 1, "qty": 1, "note": "noted"},
+        {"id": 100, "qty": 2**40, "note": "wide ✓"},
+    ]
     kept = p.spark.read.format("delta").load(p.path(narrow)).where("id = 1").first()
     assert kept is not None and kept["amount"] == Decimal("100.25")  # stopped before the change
 
