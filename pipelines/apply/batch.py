@@ -185,8 +185,9 @@ class TableApplier:
                 key,
                 decoded.toastable if stats.toasted else (),
             )
+            before = self._before(stats)
             with stats.timed("complete"):
-                rows = self._complete(rows, key, stats).persist()
+                rows = self._complete(rows, key, before).persist()
             try:
                 # Before the append: the restart after a crash begins at the offsets the append
                 # recorded, so whatever this batch must do besides its append happens first
@@ -200,7 +201,7 @@ class TableApplier:
                     stats.errors += self._dead_letters(decoded, stats.bad)
                 if self.history is not None:
                     with stats.timed("history"):
-                        self.history.append(self._versions(decoded, key, stats))
+                        self.history.append(self._versions(decoded, key, stats, before))
                 faults.pause_if("before-append", self.table.name, self.run_dir)
                 with stats.timed("append"):
                     self.changelog.append(rows, self.epoch, meta)
@@ -221,41 +222,54 @@ class TableApplier:
         """An event table's batch: every change (a truncate too) appended to its table as it
         came, in one commit that records the offsets it covers."""
         if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
-            with stats.timed("prepare"):
-                self._prepare(decoded, previous, ())
             meta = self._meta(stats, previous, ())
             with stats.timed("errors"):
                 stats.errors += self._dead_letters(decoded, stats.bad)
             faults.pause_if("before-append", self.table.name, self.run_dir)
             with stats.timed("append"):
                 self.base.append(decoded.changes.drop(TOASTED), meta)
-            self.previous, self.columns = meta, None  # mergeSchema may have added columns
+            self.previous = meta
             faults.pause_if("after-commit", self.table.name, self.run_dir)
             return stats
         with stats.timed("errors"):
             stats.errors += self._dead_letters(decoded, stats.bad)
         return stats
 
-    def _versions(self, decoded: Decoded, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
+    def _before(self, stats: BatchStats) -> DataFrame | None:
+        """The table as of before the batch (read, as any reader does, base ⊕ changelog), when
+        the batch needs it: for placeholders still open, and a soft-deleting table's deletes.
+        One read, for the changelog's rows and the history's alike."""
+        soft = self.table.soft_delete
+        if not stats.toasted and not (soft and stats.deletes):
+            return None
+        before = read_table(self.spark, self.base.path, soft).rows
+        if stats.truncate_lsn is not None and not soft:  # the batch's truncate wiped those
+            before = before.where(F.col(LSN) > F.lit(stats.truncate_lsn))
+        return before
+
+    def _versions(
+        self,
+        decoded: Decoded,
+        key: tuple[str, ...],
+        stats: BatchStats,
+        before: DataFrame | None,
+    ) -> DataFrame:
         """Every change of the batch for the history, made complete: an unchanged-TOAST value
         from the key's previous change in the batch, or else from the table before it."""
         assert decoded.changes is not None
         rows = carried(decoded.changes, key, decoded.toastable if stats.toasted else ())
-        if not stats.toasted:
+        if not stats.toasted or before is None:
             return rows.drop(TOASTED)
-        before = read_table(self.spark, self.base.path, self.table.soft_delete).rows
         return completed(rows, before, key, False)
 
-    def _complete(self, rows: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
+    def _complete(
+        self, rows: DataFrame, key: tuple[str, ...], before: DataFrame | None
+    ) -> DataFrame:
         """Placeholders still open, and a soft-deleting table's deletes, take their values from
-        the table as of before the batch (read, as any reader does, base ⊕ changelog)."""
-        soft = self.table.soft_delete
-        if not stats.toasted and not (soft and stats.deletes):
+        the table as of before the batch (`before`: None when the batch needs neither)."""
+        if before is None:
             return rows.drop(TOASTED)
-        before = read_table(self.spark, self.base.path, soft).rows
-        if stats.truncate_lsn is not None and not soft:  # the batch's truncate wiped those
-            before = before.where(F.col(LSN) > F.lit(stats.truncate_lsn))
-        return completed(rows, before, key, soft)
+        return completed(rows, before, key, self.table.soft_delete)
 
     def _index(
         self,
@@ -282,8 +296,6 @@ class TableApplier:
     def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
         """Create the base table on the first change if no snapshot did, and bring the
         changelog's columns up to the events' (the compactor brings the base table's)."""
-        if self.table.events:
-            return  # the append adds what the table lacks (an event table has no changelog)
         if self.columns is None:
             if not self.base.exists():
                 empty = decoded.changes.limit(0) if decoded.changes is not None else None

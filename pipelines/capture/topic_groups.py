@@ -48,7 +48,7 @@ def creation_settings(
     """The topic configs Connect creates `topic` with: its group's, over the default's."""
     group = group_of(config, topic)
     found: dict[str, str] = {}
-    for source in ("default", group) if group != "default" else ("default",):
+    for source in dict.fromkeys(("default", group)):  # the group's own settings win
         head = f"{PREFIX}{source}."
         for key, value in config.items():
             name = key.removeprefix(head)
@@ -57,23 +57,16 @@ def creation_settings(
     return found
 
 
-def cleanup_policy(config: Mapping[str, str], topic: str) -> str:
-    """The cleanup.policy Connect creates `topic` with (Kafka's default, delete, when unset)."""
-    group = group_of(config, topic)
-    policy = config.get(f"{PREFIX}{group}.cleanup.policy")
-    if policy is None and group != "default":  # a group's unset properties are the default's
-        policy = config.get(f"{PREFIX}default.cleanup.policy")
-    return policy or "delete"
+def cleanup_policy(config: Mapping[str, str], topic: str) -> str | None:
+    """The cleanup.policy Connect creates `topic` with; None when the file sets none."""
+    return creation_settings(config, topic).get("cleanup.policy")
 
 
 def is_event_topic(config: Mapping[str, str], topic: str) -> bool:
     """Whether a table's changes go to a topic the file has created uncompacted (an event
     table). A file that sets no cleanup.policy for it (its topics made by hand, or by a broker
     default) keeps the table keyed: an event table is always asked for."""
-    group = group_of(config, topic)
-    asked = config.get(f"{PREFIX}{group}.cleanup.policy") or config.get(
-        f"{PREFIX}default.cleanup.policy"
-    )
+    asked = cleanup_policy(config, topic)
     return asked is not None and "compact" not in asked.replace(" ", "").split(",")
 
 

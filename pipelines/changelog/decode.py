@@ -220,21 +220,8 @@ def decode(env: DataFrame, version: Version, placeholder: str, events: bool = Fa
         .when(~op.isin(*OPS), F.concat(F.lit("unknown operation: "), op))
         .when(op.isin("c", "u", "r") & F.col("p.after").isNull(), F.lit("no row image (after)"))
     )
-    if events:
-        pass  # any change is an event, keyed or not (a truncate too)
-    elif not row.truncate:
-        missing = [k for k in row.key if k not in row.names]
-        if not row.key:
-            reason = reason.when(F.lit(True), F.lit("the key has no schema: not a Debezium key"))
-        elif missing:
-            reason = reason.when(F.lit(True), F.lit(f"key column {missing[0]} is not in the row"))
-        else:
-            key_null = F.lit(False)
-            for k in row.key:
-                key_null = key_null | image[k].isNull()
-            reason = reason.when(op.isin("c", "u", "r", "d") & key_null, F.lit("no key value"))
-    else:
-        reason = reason.when(op != "t", F.lit("a truncate key on a row change"))
+    if not events:  # an event table's changes need no key (a truncate is an event too)
+        reason = _key_reason(reason, row, image, op)
     checked = typed.select("*", reason.alias(REASON))
     # One pass makes both: change rows, and (where REASON is set) what a dead letter needs.
     return checked.select(
@@ -243,6 +230,21 @@ def decode(env: DataFrame, version: Version, placeholder: str, events: bool = Fa
         F.when(F.col(REASON).isNotNull(), _as_written(version)).alias("_value"),
         F.col("topic").alias("_topic"),
     )
+
+
+def _key_reason(reason: Column, row: RowVersion, image: Column, op: Column) -> Column:
+    """`reason` extended by what a keyed table's change lacks of its key."""
+    if row.truncate:
+        return reason.when(op != "t", F.lit("a truncate key on a row change"))
+    missing = [k for k in row.key if k not in row.names]
+    if not row.key:
+        return reason.when(F.lit(True), F.lit("the key has no schema: not a Debezium key"))
+    if missing:
+        return reason.when(F.lit(True), F.lit(f"key column {missing[0]} is not in the row"))
+    key_null = F.lit(False)
+    for k in row.key:
+        key_null = key_null | image[k].isNull()
+    return reason.when(op.isin("c", "u", "r", "d") & key_null, F.lit("no key value"))
 
 
 def _as_written(version: Version) -> Column:
