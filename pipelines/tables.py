@@ -56,7 +56,8 @@ class TableRef:
     # Its topic is not compacted (capture/topic_groups.py): an append-only event table, every
     # change a row with its LSN, op and offset; no key, changelog, compaction or search index.
     events: bool = False
-    history: str | None = None  # the name of its history view (views.json), if it has one
+    # Every change of it is stored beside it (sinks/history.py): a view of views.json reads it.
+    keeps_history: bool = False
     table: str = ""  # the source table's name; `name` when not given
 
     def __post_init__(self) -> None:
@@ -166,8 +167,8 @@ def _qualify(refs: list[TableRef]) -> list[TableRef]:
 def _with_views(settings: Settings, refs: list[TableRef]) -> list[TableRef]:
     specs = load_views(views_config_path(settings))
     check_against(specs, {r.name: not r.events for r in refs})
-    history = {s.table: s.name for s in specs if s.kind == "history"}
-    return [replace(r, history=history.get(r.name)) for r in refs]
+    read = {t for s in specs for t in s.tables}
+    return [replace(r, keeps_history=r.name in read) for r in refs]
 
 
 def source_of_table(settings: Settings, ref: TableRef) -> Source:

@@ -89,7 +89,9 @@ class TableApplier:
         self.schemas = schemas
         self.base = DeltaSink.of(spark, table, lake)
         self.changelog = ChangelogSink(spark, changelog_of(self.base.path))
-        self.history = HistorySink(spark, history_of(self.base.path)) if table.history else None
+        self.history = (
+            HistorySink(spark, history_of(self.base.path)) if table.keeps_history else None
+        )
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
         # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last
         # commit (this applier makes every later one), the table's columns, the schema versions.

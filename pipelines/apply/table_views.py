@@ -1,5 +1,5 @@
 """What a table keeps beside its base table, as `run` prepares it: its changelog and, with a
-history view (views.json), its stored history."""
+view of views.json that reads it, its stored history."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ def forget_changes(spark: SparkSession, ref: TableRef, lake: str) -> None:
 def start_history(
     spark: SparkSession, ref: TableRef, lake: str, out: Callable[[str], None]
 ) -> None:
-    """A table with a history view and no history yet: its rows as they are, each the first
+    """A table a view reads and no history yet: its rows as they are, each the first
     version it has. Called before the table joins its stream, so no batch comes in between."""
-    if ref.history is None:
+    if not ref.keeps_history:
         return
     path = ref.path(lake)
     history = HistorySink(spark, history_of(path))
     if history.exists():
         return
     history.seed(read_table(spark, path, ref.soft_delete).live())
-    out(f"{ref.name}: history {ref.history} starts from the table's rows as they are")
+    out(f"{ref.name}: its history (for views.json) starts from the table's rows as they are")

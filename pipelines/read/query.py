@@ -43,10 +43,10 @@ def register_views(
     spark: SparkSession, settings: Settings, refs: list[tables.TableRef]
 ) -> list[str]:
     """A temporary view per existing table, as of its newest change (base ⊕ changelog; a
-    soft-deleting table's deleted rows marked), per history view, and `_errors`; returns the
-    view names."""
-    from pipelines.read.history import read_history
+    soft-deleting table's deleted rows marked), per view of views.json (once its tables have
+    their histories), and `_errors`; returns the view names."""
     from pipelines.read.table import read_table
+    from pipelines.read.views import build_view, derived_views
     from pipelines.sinks.delta import delta_exists
 
     views = []
@@ -55,10 +55,11 @@ def register_views(
         if delta_exists(spark, path):
             read_table(spark, path, ref.soft_delete).rows.createOrReplaceTempView(ref.name)
             views.append(ref.name)
-            history = read_history(spark, path) if ref.history else None
-            if ref.history and history is not None:
-                history.createOrReplaceTempView(ref.history)
-                views.append(ref.history)
+    for derived in derived_views(settings, refs):
+        frame = build_view(spark, derived)
+        if frame is not None:
+            frame.createOrReplaceTempView(derived.name)
+            views.append(derived.name)
     if delta_exists(spark, errors_path(settings)):
         spark.read.format("delta").load(errors_path(settings)).createOrReplaceTempView(ERRORS_VIEW)
         views.append(ERRORS_VIEW)
@@ -72,11 +73,12 @@ def open_query(settings: Settings, sql: str, served: bool = True) -> tuple[DataF
     from pyspark.errors import PySparkException
 
     from pipelines.read.served import connect
+    from pipelines.read.views import derived_views
     from pipelines.spark import session
 
     _refuse_writes(sql)
     refs = tables.captured(settings)
-    names = [r.name for r in refs] + [r.history for r in refs if r.history]
+    names = [r.name for r in refs] + [v.name for v in derived_views(settings, refs)]
     remote = connect(settings, sql, names) if served else None  # warm session
     if remote is not None:
         spark, views = remote

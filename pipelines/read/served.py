@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING
 from pipelines import jsonfile
 from pipelines.settings import Settings
 from pipelines.stack.process import alive
+from pipelines.views.config import load_views, views_config_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from pipelines.read.views import DerivedView
     from pipelines.tables import TableRef
 
 PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
@@ -41,7 +43,9 @@ TICK_S = 0.2  # how often the thread looks for a query's request
 WARM_S = 60.0  # after a request, views follow every version this long (a burst of queries)
 FRESH_WAIT_S = 5.0  # how long a query waits for the views to catch up with its request
 PORT_RETRIES = 16  # Spark tries the next port when one is taken between our probe and its bind
-Stamp = tuple[int, int, int, int]  # base version and commit time, changelog version and time
+# Base version and commit time, changelog version and time; a view of views.json: the version
+# and time of each stored history it reads.
+Stamp = tuple[int, ...]
 log = logging.getLogger(__name__)
 
 
@@ -98,6 +102,7 @@ class ServedViews:
         self.cached: dict[str, DataFrame] = {}
         self.retired: list[tuple[float, DataFrame]] = []  # replaced, unpersisted after WARM_S
         self.fresh = 0.0  # the newest request the views have been brought up to date for
+        self.specs = load_views(views_config_path(settings))  # as the run read them
         self._failing: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="served-views", daemon=True)
@@ -125,12 +130,13 @@ class ServedViews:
         except RuntimeError:  # the run added a table while we looked: next tick
             return
         from pipelines.read.query import ERRORS_VIEW, errors_path
+        from pipelines.read.views import derived_views
 
         served = set(self.stamps)
         for ref in refs:
             self.refresh(ref.name, ref.path(self.settings.lake), ref.soft_delete)
-            if ref.history:
-                self.refresh(ref.history, ref.path(self.settings.lake), history=True)
+        for view in derived_views(self.settings, refs, self.specs):
+            self.refresh_view(view)
         self.refresh(ERRORS_VIEW, errors_path(self.settings), plain=True)
         if set(self.stamps) != served:
             self._publish()
@@ -141,36 +147,24 @@ class ServedViews:
         path: str,
         soft_delete: bool = False,
         plain: bool = False,
-        history: bool = False,
     ) -> None:
         """Rebuild `name`'s view if its base table or changelog changed (`plain`: a Delta table
-        without a changelog; `history`: the history view of the table at `path`, rebuilt when
-        its stored history changed)."""
-        from pipelines.read.history import read_history
+        without a changelog)."""
         from pipelines.read.table import read_table
         from pipelines.sinks.changelog import changelog_of
         from pipelines.sinks.delta_log import stamp
-        from pipelines.sinks.history import history_of
 
         seen = self.stamps.get(name, (-1, 0, -1, 0))
         try:
-            if history:
-                now: Stamp = (*stamp(self.spark, history_of(path), seen[0]), -1, 0)
-            else:
-                log_stamp = (-1, 0) if plain else stamp(self.spark, changelog_of(path), seen[2])
-                now = (*stamp(self.spark, path, seen[0]), *log_stamp)
+            log_stamp = (-1, 0) if plain else stamp(self.spark, changelog_of(path), seen[2])
+            now = (*stamp(self.spark, path, seen[0]), *log_stamp)
             if now[0] < 0:  # no table (yet, or again): no view
                 self._drop(name)
                 return
             if now == seen:
                 return
             pending = None
-            if history:
-                found = read_history(self.spark, path)
-                if found is None:  # its table records no key (yet)
-                    return
-                rows = found
-            elif plain:
+            if plain:
                 rows = self.spark.read.format("delta").load(path)
             else:
                 read = read_table(self.spark, path, soft_delete, cache=True)
@@ -180,12 +174,41 @@ class ServedViews:
             if pending is not None:
                 self.cached[name] = pending
         except Exception as exc:  # never the pipeline's problem: the next tick tries again
-            if name not in self._failing:
-                log.warning("query view %s not refreshed: %s", name, str(exc).splitlines()[0])
-            self._failing.add(name)
+            self._failed(name, exc)
             return
         self._failing.discard(name)
         self.stamps[name] = now
+
+    def refresh_view(self, view: DerivedView) -> None:
+        """Rebuild a view of views.json if a stored history it reads changed."""
+        from pipelines.read.views import build_view
+        from pipelines.sinks.delta_log import stamp
+        from pipelines.sinks.history import history_of
+
+        seen = self.stamps.get(view.name, ())
+        try:
+            now: Stamp = ()
+            for i, path in enumerate(view.paths):
+                now += stamp(self.spark, history_of(path), seen[2 * i] if seen else -1)
+            if min(now[::2]) < 0:  # a history not started (yet, or again): no view
+                self._drop(view.name)
+                return
+            if now == seen:
+                return
+            rows = build_view(self.spark, view)
+            if rows is None:  # a table records no key (yet)
+                return
+            rows.createOrReplaceGlobalTempView(view.name)
+        except Exception as exc:
+            self._failed(view.name, exc)
+            return
+        self._failing.discard(view.name)
+        self.stamps[view.name] = now
+
+    def _failed(self, name: str, exc: Exception) -> None:
+        if name not in self._failing:
+            log.warning("query view %s not refreshed: %s", name, str(exc).splitlines()[0])
+        self._failing.add(name)
 
     def _drop(self, name: str) -> None:
         if self.stamps.pop(name, None) is not None:

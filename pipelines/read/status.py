@@ -28,6 +28,7 @@ from pipelines.read.formats import grid
 from pipelines.read.query import errors_path
 from pipelines.read.table import TableRead, read_table
 from pipelines.read.view_status import view_lines, views_report
+from pipelines.read.views import derived_views
 from pipelines.search.client import SearchClient
 from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
 from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists
@@ -68,7 +69,7 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     slots = _slots(settings, refs, problems)
     owners = {r.slot: r.connector for r in refs if r.slot}
     problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
-    views = views_report(spark, settings.lake, refs)
+    views = views_report(spark, derived_views(settings, refs))
     return {
         "pipeline": pipeline,
         "tables": report_tables,

@@ -1,6 +1,6 @@
-"""`status` of the views (views.json): for each, its kind, its table, how many changes it has
-stored and the newest LSN among them (one aggregation over the stored history; the view's own
-window is left to queries)."""
+"""`status` of the views (views.json): for each, its kind and, per table it reads, how many
+changes that table's history has stored and the newest LSN among them (one aggregation over
+each stored history; the view itself is left to queries)."""
 
 from __future__ import annotations
 
@@ -11,36 +11,48 @@ from pyspark.sql import functions as F
 
 from pipelines.changelog.decode import LSN
 from pipelines.pg import pg_lsn
+from pipelines.read.views import DerivedView
 from pipelines.sinks.delta import delta_exists
 from pipelines.sinks.history import history_of
-from pipelines.tables import TableRef
 
 
-def views_report(spark: SparkSession, lake: str, refs: list[TableRef]) -> dict[str, Any]:
+def views_report(spark: SparkSession, views: list[DerivedView]) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    for ref in refs:
-        if ref.history is None:
-            continue
-        path = history_of(ref.path(lake))
-        entry: dict[str, Any] = {"kind": "history", "table": ref.name, "stored": None}
-        entry |= {"applied_lsn": None, "applied_lsn_pg": None}
-        if delta_exists(spark, path):
-            stored, lsn = spark.read.format("delta").load(path).agg(
-                F.count("*"), F.max(LSN)
-            ).first() or (0, None)
-            entry |= {"stored": int(stored), "applied_lsn": lsn}
-            entry["applied_lsn_pg"] = pg_lsn(int(lsn)) if lsn is not None else None
-        report[ref.history] = entry
+    stored: dict[str, dict[str, Any]] = {}  # per base path: a table two views read is read once
+    for view in views:
+        for path in view.paths:
+            if path not in stored:
+                stored[path] = _stored(spark, path)
+        entry: dict[str, Any] = {"kind": view.spec.kind, "table": view.spec.table}
+        entry["tables"] = {t: stored[p] for t, p in zip(view.spec.tables, view.paths, strict=True)}
+        report[view.name] = entry
     return report
 
 
+def _stored(spark: SparkSession, base_path: str) -> dict[str, Any]:
+    path = history_of(base_path)
+    if not delta_exists(spark, path):
+        return {"stored": None, "applied_lsn": None, "applied_lsn_pg": None}
+    count, lsn = spark.read.format("delta").load(path).agg(F.count("*"), F.max(LSN)).first() or (
+        0,
+        None,
+    )
+    return {
+        "stored": int(count),
+        "applied_lsn": lsn,
+        "applied_lsn_pg": pg_lsn(int(lsn)) if lsn is not None else None,
+    }
+
+
 def view_lines(views: dict[str, Any]) -> list[str]:
+    def part(table: str, s: dict[str, Any]) -> str:
+        if s["stored"] is None:
+            return f"{table}: not started (it starts when `run` prepares the table)"
+        return f"{table}: {s['stored']:,} changes stored through LSN {s['applied_lsn_pg'] or '-'}"
+
     return [
-        f"view {name}: {v['kind']} of {v['table']}, "
-        + (
-            f"{v['stored']:,} changes stored through LSN {v['applied_lsn_pg'] or '-'}"
-            if v["stored"] is not None
-            else "not started (it starts when `run` prepares its table)"
-        )
+        f"view {name}: {v['kind']} of {v['table']} ("
+        + "; ".join(part(t, s) for t, s in v["tables"].items())
+        + ")"
         for name, v in views.items()
     ]

@@ -1,10 +1,15 @@
 """Which views are derived: `schemas/views.json` in the project (none when it is absent).
 
-    {"views": {"customers_history": {"kind": "history", "table": "customers"}}}
+    {"views": {
+        "customers_history": {"kind": "history", "table": "customers"},
+        "orders_enriched": {"kind": "enrichment", "table": "orders", "lookup": {
+            "table": "customers", "on": {"customer_id": "id"},
+            "columns": {"customer_name": "name", "customer_country": "country"}}}}}
 
 A view's name is how `query` reads it; `table` is a captured table's name (as `query` names it).
-Kinds: `history` (SCD type 2: every version of each row, see views/history.py). Every error
-names the file and the field.
+Kinds: `history` (SCD type 2: every version of each row, see views/history.py) and `enrichment`
+(every change of `table`, joined with the `lookup` table's row as it was at that change's LSN,
+see views/enrichment.py). Every error names the file and the field.
 """
 
 from __future__ import annotations
@@ -19,8 +24,19 @@ from pipelines import jsonfile
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 
-KINDS = ("history",)
+KINDS = ("history", "enrichment")
+_FIELDS = {"history": {"kind", "table"}, "enrichment": {"kind", "table", "lookup"}}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """An enrichment's other side: `table`'s row whose key (`on`'s values) equals the change's
+    `on` columns, as it was at the change's LSN; `columns`: (view column, lookup column)."""
+
+    table: str
+    on: tuple[tuple[str, str], ...]
+    columns: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -29,6 +45,16 @@ class ViewSpec:
     kind: str
     table: str
     source: str  # the file that declared it, for messages
+    lookup: Lookup | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}: views.{self.name}"
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables whose stored changes it reads, its own first."""
+        return (self.table, self.lookup.table) if self.lookup else (self.table,)
 
 
 def views_config_path(settings: Settings) -> Path:
@@ -54,40 +80,77 @@ def load_views(path: Path) -> list[ViewSpec]:
             raise ConfigError(f"{where}: a view's name is letters, digits and _ (a SQL name)")
         if not isinstance(spec, dict):
             raise ConfigError(f'{where}: must be an object like {{"kind": "history", ...}}')
-        unknown = sorted(set(spec) - {"kind", "table"})
-        if unknown:
-            raise ConfigError(f"{where}.{unknown[0]}: unknown field (known: kind, table)")
         kind, table = spec.get("kind"), spec.get("table")
         if kind not in KINDS:
             raise ConfigError(f"{where}.kind: {kind!r} is not a view kind ({', '.join(KINDS)})")
+        unknown = sorted(set(spec) - _FIELDS[kind])
+        if unknown:
+            known = ", ".join(sorted(_FIELDS[kind]))
+            raise ConfigError(f"{where}.{unknown[0]}: unknown field (a {kind} view has {known})")
         if not isinstance(table, str) or not table:
             raise ConfigError(f"{where}.table: the captured table it derives from, by name")
-        specs.append(ViewSpec(name, kind, table, str(path)))
+        lookup = _lookup(f"{where}.lookup", spec.get("lookup")) if kind == "enrichment" else None
+        specs.append(ViewSpec(name, kind, table, str(path), lookup))
     return specs
 
 
+def _lookup(where: str, doc: object) -> Lookup:
+    example = '{"table": "customers", "on": {"customer_id": "id"}, "columns": ["name"]}'
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{where}: must be an object like {example}")
+    unknown = sorted(set(doc) - {"table", "on", "columns"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown field (known: table, on, columns)")
+    table, on, columns = doc.get("table"), doc.get("on"), doc.get("columns")
+    if not isinstance(table, str) or not table:
+        raise ConfigError(f"{where}.table: the captured table it looks rows up in, by name")
+    if not isinstance(on, dict) or not on or not _names(on.items()):
+        raise ConfigError(
+            f"{where}.on: an object from the view table's columns to the lookup table's key "
+            'columns, like {"customer_id": "id"}'
+        )
+    if isinstance(columns, list) and columns and _names((c, c) for c in columns):
+        pairs = tuple((c, c) for c in columns)
+    elif isinstance(columns, dict) and columns and _names(columns.items()):
+        pairs = tuple(columns.items())
+    else:
+        raise ConfigError(
+            f"{where}.columns: the lookup table's columns the view gets, as a list "
+            '(["name"]) or an object from the view\'s names to them ({"customer_name": "name"})'
+        )
+    return Lookup(table, tuple(on.items()), pairs)
+
+
+def _names(pairs: Iterable[tuple[object, object]]) -> bool:
+    return all(isinstance(a, str) and a and isinstance(b, str) and b for a, b in pairs)
+
+
 def check_against(specs: Iterable[ViewSpec], tables: dict[str, bool]) -> None:
-    """Each view's table is captured and keyed (`tables`: name → has a key, i.e. is not an
+    """Each view's tables are captured and keyed (`tables`: name → has a key, i.e. is not an
     event table), no view is named like a table, and no table has two histories."""
     seen: dict[str, str] = {}
     for spec in specs:
-        where = f"{spec.source}: views.{spec.name}"
+        where = spec.where
         if spec.name.lower() in {t.lower() for t in tables}:
             raise ConfigError(f"{where}: a captured table has that name already")
         if spec.name.startswith("_"):
             raise ConfigError(f"{where}: names starting with _ are changelake's (e.g. _errors)")
-        if spec.table not in tables:
-            raise ConfigError(
-                f"{where}.table: no captured table {spec.table}",
-                f"captured tables: {', '.join(sorted(tables))}",
-            )
-        if not tables[spec.table]:
-            raise ConfigError(
-                f"{where}.table: {spec.table} is an append-only event table: every change is "
-                "a row of it already"
-            )
+        _keyed(f"{where}.table", spec.table, tables, "every change is a row of it already")
+        if spec.lookup is not None:
+            _keyed(f"{where}.lookup.table", spec.lookup.table, tables, "it has no row versions")
+        if spec.kind != "history":
+            continue
         if spec.table in seen:
             raise ConfigError(
                 f"{where}.table: {spec.table} has a history already ({seen[spec.table]})"
             )
         seen[spec.table] = spec.name
+
+
+def _keyed(where: str, table: str, tables: dict[str, bool], why_not_events: str) -> None:
+    if table not in tables:
+        raise ConfigError(
+            f"{where}: no captured table {table}", f"captured tables: {', '.join(sorted(tables))}"
+        )
+    if not tables[table]:
+        raise ConfigError(f"{where}: {table} is an append-only event table: {why_not_events}")

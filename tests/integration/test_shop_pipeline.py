@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
+import psycopg
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -17,7 +19,8 @@ from pipelines import kafka_io, tables
 from pipelines.demo.load import run_load
 from pipelines.demo.seed import seed
 from pipelines.read.table import covered
-from pipelines.read.verify.history_check import check_history
+from pipelines.read.verify.view_checks import check_view
+from pipelines.read.views import derived_views
 from pipelines.settings import Settings
 from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.history import history_of
@@ -60,22 +63,45 @@ def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
             assert "_cdc_lsn" in pl.read_delta(str(changelog)).columns
 
 
-def _assert_history(
+def _assert_views(
     spark: SparkSession, settings: Settings, lake: Path, after: dict[str, int]
 ) -> None:
-    """customers_history (views.json): its current versions are the table's rows (which equal
-    the source), and it holds one version for each insert and update in the topic since the
-    snapshot (`after`: the snapshot's end offsets), each once."""
-    (ref,) = tables.captured(settings, ["customers"])
-    assert ref.history == "customers_history"
-    found = check_history(spark, ref, str(lake))
-    assert found.equal and found.rows > 0, found
-    start = {int(p): o for p, o in after.items()}
-    records = kafka_io.read(settings.kafka_bootstrap, ref.topic, start)
-    made = sum(1 for r in records if r.payload and r.payload["op"] in ("c", "u", "r"))
-    stored = spark.read.format("delta").load(history_of(ref.path(str(lake))))
-    versions = stored.where(F.col("_kafka_offset").isNotNull() & (F.col("_cdc_op") != "d"))
-    assert versions.count() == made > 0  # a replayed batch would have written some twice
+    """The shop's views (views.json) pass verify's checks: customers_history's current versions
+    and orders_enriched's newest changes are their tables' rows (which equal the source), and
+    every order change's customer is the one a max-by over the stored changes finds. Each
+    table's stored history holds each change in its topic since the snapshot (`after`: the
+    snapshot's end offsets) once."""
+    refs = tables.captured(settings, ["customers", "orders"])
+    views = {v.name: v for v in derived_views(replace(settings, lake=str(lake)), refs)}
+    assert sorted(views) == ["customers_history", "orders_enriched"]
+    for view in views.values():
+        found = check_view(spark, view)
+        assert found.equal and found.rows > 0, (view.name, found)
+    for ref in refs:
+        start = {int(p): o for p, o in after[ref.name].items()}
+        records = kafka_io.read(settings.kafka_bootstrap, ref.topic, start)
+        made = sum(1 for r in records if r.payload and r.payload["op"] in ("c", "u", "d"))
+        stored = spark.read.format("delta").load(history_of(ref.path(str(lake))))
+        # A replayed batch would have stored some twice.
+        assert stored.where(F.col("_kafka_offset").isNotNull()).count() == made > 0, ref.name
+
+
+def _customer_moves_after_an_order(dsn: str) -> tuple[int, str, str]:
+    """An order placed, its customer moved to another country, the order updated: (the order's
+    id, the country before, after)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        customer, before = conn.execute(
+            "SELECT id, country FROM public.customers WHERE country IS NOT NULL LIMIT 1"
+        ).fetchone() or (None, None)
+        assert customer is not None
+        (order,) = conn.execute(
+            "INSERT INTO public.orders (customer_id, status, total, placed_at, updated_at)"
+            " VALUES (%s, 'pending', 12.50, now(), now()) RETURNING id",
+            (customer,),
+        ).fetchone() or (None,)
+        conn.execute("UPDATE public.customers SET country = 'XX' WHERE id = %s", (customer,))
+        conn.execute("UPDATE public.orders SET status = 'paid' WHERE id = %s", (order,))
+    return int(order), str(before), "XX"
 
 
 def test_shop_snapshot_and_demo_load(
@@ -93,17 +119,32 @@ def test_shop_snapshot_and_demo_load(
     assert "customers: snapshot" in snapshot.stdout, snapshot.stdout
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
     snapshotted = covered(spark, f"{tmp_path}/lake/shop/public/customers")
-    assert snapshotted is not None
+    orders_then = covered(spark, f"{tmp_path}/lake/shop/public/orders")
+    assert snapshotted is not None and orders_then is not None
     customers_then = spark.read.format("delta").load(f"{tmp_path}/lake/shop/public/customers")
     count_then = customers_then.count()
 
     load = run_load(admin_dsn, rate=40, seconds=8, progress=lambda _: None)
     assert load.transactions > 100
+    order, country_then, country_now = _customer_moves_after_an_order(admin_dsn)
     applied = changelake_here("run", "--once", env=env)
     assert "changes from" in applied.stdout, applied.stdout
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
     _assert_open_to_other_readers(admin_dsn, tmp_path / "lake")
-    _assert_history(spark, settings, tmp_path / "lake", snapshotted.offsets)
+    after = {"customers": snapshotted.offsets, "orders": orders_then.offsets}
+    _assert_views(spark, settings, tmp_path / "lake", after)
+    # The order's changes keep the country its customer had at each: the move came between.
+    enriched = changelake_here(
+        "query",
+        f"SELECT _cdc_op, status, customer_country FROM orders_enriched WHERE id = {order} "
+        "ORDER BY _cdc_lsn",
+        "--json",
+        env=env,
+    ).stdout
+    assert json.loads(enriched) == [
+        {"_cdc_op": "c", "status": "pending", "customer_country": country_then},
+        {"_cdc_op": "u", "status": "paid", "customer_country": country_now},
+    ]
     # Queryable by its name: as of a past LSN (the snapshot's), the customers as they were then.
     at = snapshotted.max_lsn
     then = (

@@ -163,3 +163,41 @@ def test_a_query_waits_for_views_up_to_date_with_its_request(settings: Settings)
         assert served.brought_up_to_date(settings, timeout_s=5) is not None
         answer.join()
         assert time.monotonic() - began < 2  # answered: not the whole timeout
+
+
+def test_a_derived_view_follows_the_stored_histories_it_reads(
+    spark: SparkSession, settings: Settings, tmp_path: Path
+) -> None:
+    """A view of views.json is served once its table's stored history exists, rebuilt when that
+    gains a commit, and dropped when it is gone (a resnapshot starts it again)."""
+    from pipelines.read.views import DerivedView
+    from pipelines.sinks.history import HistorySink, history_of
+    from pipelines.views.config import ViewSpec
+
+    path = str(tmp_path / "shop" / "public" / "t")
+    name, sink = f"h_{uuid.uuid4().hex[:8]}", HistorySink(spark, history_of(path))
+    view = DerivedView(ViewSpec(name, "history", "t", "views.json"), (), (path,))
+    views = ServedViews(spark, settings, list)
+
+    def store(*changes: tuple[int, str, int]) -> None:
+        schema = "id long, _cdc_op string, _cdc_lsn long, _cdc_source_ts timestamp, "
+        schema += "_kafka_partition int, _kafka_offset long"
+        sink.append(
+            spark.createDataFrame([(k, op, at, None, 0, at) for k, op, at in changes], schema)
+        )
+
+    def served() -> list[tuple[int, bool]] | None:
+        views.refresh_view(view)
+        if not spark.catalog.tableExists(f"global_temp.{name}"):
+            return None
+        found = spark.table(f"global_temp.{name}").select("id", "_current").collect()
+        return sorted((r[0], r[1]) for r in found)
+
+    _table(spark, path, range(1))  # its commits record the key
+    assert served() is None  # no history yet
+    store((1, "c", 1), (2, "c", 2))
+    assert served() == [(1, True), (2, True)]
+    store((1, "u", 3))
+    assert served() == [(1, False), (1, True), (2, True)]
+    shutil.rmtree(history_of(path))
+    assert served() is None

@@ -12,7 +12,13 @@ from pipelines.exceptions import ConfigError
 from pipelines.settings import load_settings
 from pipelines.views.config import check_against, load_views
 
-TABLES = {"customers": True, "audit": False}  # name → keyed (audit: an event table)
+TABLES = {"customers": True, "orders": True, "audit": False}  # name → keyed (audit: events)
+
+
+def enrich(**lookup: object) -> dict[str, object]:
+    """An enrichment of orders by customers, with `lookup`'s fields replaced."""
+    fields = {"table": "customers", "on": {"customer_id": "id"}, "columns": ["country"]}
+    return {"kind": "enrichment", "table": "orders", "lookup": fields | lookup}
 
 
 def refused(tmp_path: Path, doc: object, known: dict[str, bool] = TABLES) -> str:
@@ -35,6 +41,14 @@ def refused(tmp_path: Path, doc: object, known: dict[str, bool] = TABLES) -> str
         ({"_errors": {"kind": "history", "table": "customers"}}, "views._errors: names starting"),
         ({"Customers": {"kind": "history", "table": "customers"}}, "views.Customers: a captured"),
         ({"h": {"kind": "history", "table": "customers", "on": 1}}, "views.h.on: unknown field"),
+        ({"e": {"kind": "enrichment", "table": "customers"}}, "views.e.lookup: must be an object"),
+        ({"e": enrich(table="audit")}, "views.e.lookup.table: audit is an append-only"),
+        ({"e": enrich(table="nope")}, "views.e.lookup.table: no captured table nope"),
+        ({"e": enrich(on={"a": 1})}, "views.e.lookup.on: an object from"),
+        ({"e": enrich(on=[])}, "views.e.lookup.on: an object from"),
+        ({"e": enrich(columns=[])}, "views.e.lookup.columns: the lookup table's columns"),
+        ({"e": enrich(columns={"x": 2})}, "views.e.lookup.columns: the lookup table's columns"),
+        ({"e": enrich(at="now")}, "views.e.lookup.at: unknown field"),
         (
             {
                 "a": {"kind": "history", "table": "customers"},
@@ -50,11 +64,19 @@ def test_a_bad_view_is_refused_naming_file_and_field(
     assert refused(tmp_path, {"views": views}).startswith(message)
 
 
-def test_the_shops_history_view_belongs_to_its_customers() -> None:
-    refs = {r.name: r.history for r in tables.captured(load_settings())}
-    assert refs == {
-        "customers": "customers_history",
-        "products": None,
-        "orders": None,
-        "order_lines": None,
-    }
+def test_the_shops_views_keep_the_histories_they_read() -> None:
+    refs = {r.name: r.keeps_history for r in tables.captured(load_settings())}
+    assert refs == {"customers": True, "products": False, "orders": True, "order_lines": False}
+
+
+def test_an_enrichment_reads_two_tables(tmp_path: Path) -> None:
+    path = tmp_path / "views.json"
+    columns = {"customer_country": "country"}
+    path.write_text(json.dumps({"views": {"e": enrich(columns=columns), "f": enrich()}}))
+    (renamed, kept) = load_views(path)
+    check_against([renamed, kept], TABLES)
+    assert renamed.tables == ("orders", "customers")
+    assert renamed.lookup is not None and kept.lookup is not None
+    assert renamed.lookup.columns == (("customer_country", "country"),)
+    assert kept.lookup.columns == (("country", "country"),)
+    assert renamed.lookup.on == (("customer_id", "id"),)

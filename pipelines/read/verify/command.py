@@ -18,7 +18,6 @@ from pipelines.capture.source import source_of
 from pipelines.read.table import read_table
 from pipelines.read.verify import events
 from pipelines.read.verify.diff import Differences
-from pipelines.read.verify.history_check import check_history
 from pipelines.read.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
 from pipelines.read.verify.sides import (
     Comparable,
@@ -29,7 +28,9 @@ from pipelines.read.verify.sides import (
     lake_range,
     source_range,
 )
+from pipelines.read.verify.view_checks import check_view
 from pipelines.read.verify.wait import wait_applied
+from pipelines.read.views import derived_views
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import delta_exists
@@ -88,12 +89,8 @@ def verify(
         with connect(source_of(settings, dict(source)).dsn()) as conn:
             for ref in (r for r in refs if r.source == source):
                 checks[ref.name] = _check(settings, spark, conn, client, ref, step, out)
-    histories = [
-        TableCheck(r.history, check_history(spark, r, settings.lake), None)
-        for r in refs
-        if r.history
-    ]
-    return [checks[r.name] for r in refs] + histories
+    views = [TableCheck(v.name, check_view(spark, v), None) for v in derived_views(settings, refs)]
+    return [checks[r.name] for r in refs] + views
 
 
 def _columns(conn: psycopg.Connection[Any], ref: TableRef) -> dict[str, str]:

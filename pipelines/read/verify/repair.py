@@ -125,7 +125,7 @@ def verify_repairing(
         return source_of_table(settings, ref).dsn()
 
     for number in range(1, passes + 1):
-        # By name: verify adds a check per history view, which nothing re-sends.
+        # By name: verify adds a check per view (views.json), which nothing re-sends.
         by_name = {c.table: c for c in checks}
         pairs = [(ref, by_name[ref.name]) for ref in refs if not ref.events]
         requests = [Request(ref, check.key, check.resend) for ref, check in pairs if check.resend]

@@ -1,0 +1,151 @@
+"""verify of the views (views.json), each against the table `verify` has just proved equal to
+the source, and the enrichment's lookup recomputed from the stored changes another way.
+
+- A history's current versions must be its table's rows, row for row (each with the LSN of the
+  change that made it). What it promises for past versions the unit tests' replays prove.
+- An enrichment's newest change per key (deletes aside) must be its table's rows, and each
+  change's lookup columns must be those of the lookup row's newest stored change at or before
+  the change's LSN (NULL when that is a delete or a truncate came after it): a max-by over the
+  stored changes instead of the view's intervals of validity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
+from pipelines.read.history import stored_history
+from pipelines.read.table import read_table
+from pipelines.read.verify.diff import SAMPLE, Differences
+from pipelines.read.views import DerivedView, build_view
+from pipelines.sinks.delta import DELETED, DELETED_AT, delta_exists
+from pipelines.views.config import Lookup
+from pipelines.views.enrichment import LOOKUP_LSN
+from pipelines.views.history import CURRENT, VALID_FROM_LSN
+
+_NOT_DATA = (LSN, OP, SOURCE_TS, DELETED, DELETED_AT)
+_POSITION = (LSN, PARTITION, OFFSET)
+
+
+def check_view(spark: SparkSession, view: DerivedView) -> Differences:
+    found = Differences("delta")
+    ref, path = view.refs[0], view.paths[0]
+    built = build_view(spark, view) if delta_exists(spark, path) else None
+    if built is None:
+        found.samples.append("not started (it starts when `run` prepares its tables)")
+        return found
+    read = read_table(spark, path, ref.soft_delete)
+    key = read.meta.key if read.meta else ()
+    data = [c for c in read.rows.columns if c not in _NOT_DATA]
+    if view.spec.kind == "history":
+        current = built.where(F.col(CURRENT)).select(*data, F.col(VALID_FROM_LSN).alias(LSN))
+    else:
+        current = _newest(built, key).select(*data, LSN)
+    table = read.live().select(*data, LSN).persist()
+    try:
+        found.rows = table.count()
+        _add(found, "missing", table.exceptAll(current), key, "current version")
+        _add(found, "extra", current.exceptAll(table), key, "current version")
+    finally:
+        table.unpersist()
+    if view.spec.lookup is not None:
+        _check_lookups(spark, view, view.spec.lookup, built, key, found)
+    return found
+
+
+def _check_lookups(
+    spark: SparkSession,
+    view: DerivedView,
+    lookup: Lookup,
+    built: DataFrame,
+    key: Sequence[str],
+    found: Differences,
+) -> None:
+    stream, other = stored_history(spark, view.paths[0]), stored_history(spark, view.paths[1])
+    assert stream is not None and other is not None  # the view was built from them
+    expected = recomputed(stream[0], key, other[0], lookup)
+    ours = built.select(*key, LSN, OP, *[n for n, _ in lookup.columns], LOOKUP_LSN)
+    _add(found, "differing", ours.exceptAll(expected), key, "enriched change")
+    _add(found, "missing", expected.join(ours, [*key, LSN, OP], "left_anti"), key, "change")
+
+
+def _newest(changes: DataFrame, key: Sequence[str]) -> DataFrame:
+    """Each key's newest change, unless it is a delete."""
+    newest = F.row_number().over(Window.partitionBy(*key).orderBy(F.col(LSN).desc()))
+    return changes.select("*", newest.alias("_n")).where((F.col("_n") == 1) & (F.col(OP) != "d"))
+
+
+def recomputed(
+    stream: DataFrame, key: Sequence[str], theirs: DataFrame, lookup: Lookup
+) -> DataFrame:
+    """The enrichment of the stored changes `stream` (key `key`) by the lookup table's stored
+    changes `theirs`: per change, its key, LSN, op, lookup columns and `_lookup_lsn`."""
+    truncates = [int(r[0]) for r in theirs.where(F.col(OP) == "t").select(LSN).collect()]
+    ours = _on_values(stream, key, [o for o, _ in lookup.on])
+    rows = theirs.where(F.col(OP) != "t").select(
+        *[F.col(c).alias(f"_k{i}") for i, (_, c) in enumerate(lookup.on)],
+        F.struct(*_POSITION).alias("_at"),
+        F.struct(F.col(OP).alias("op"), *[F.col(c).alias(n) for n, c in lookup.columns]).alias(
+            "_row"
+        ),
+    )
+    condition = F.col(f"_at.{LSN}") <= F.col(LSN)
+    for i, (o, _) in enumerate(lookup.on):
+        condition &= F.col(o) == F.col(f"_k{i}")
+    joined = ours.join(rows, condition, "left")
+    newest = joined.groupBy(*key, LSN, OP).agg(
+        F.max_by("_row", "_at").alias("_row"), F.max("_at").alias("_at")
+    )
+    gone = F.col("_row").isNull() | (F.col("_row.op") == "d")
+    for t in truncates:  # a truncate between the lookup row's change and ours emptied it
+        gone |= (F.col(f"_at.{LSN}") < F.lit(t)) & (F.lit(t) <= F.col(LSN))
+    return newest.select(
+        *key,
+        LSN,
+        OP,
+        *[F.when(~gone, F.col(f"_row.{n}")).alias(n) for n, _ in lookup.columns],
+        F.when(~gone, F.col(f"_at.{LSN}")).alias(LOOKUP_LSN),
+    )
+
+
+def _on_values(stored: DataFrame, key: Sequence[str], on: Sequence[str]) -> DataFrame:
+    """Each stored change of the view's table (once) with its `on` columns: a delete's are its
+    key's newest earlier change's (its event may hold the key alone)."""
+    rows = stored.where(F.col(OP) != "t").dropDuplicates([*key, LSN, OP])
+    earlier = rows.where(F.col(OP) != "d").select(
+        *[F.col(k).alias(f"_e_{k}") for k in key],
+        F.struct(*_POSITION).alias("_e_at"),
+        F.struct(*on).alias("_e_on"),
+    )
+    deletes = rows.where(F.col(OP) == "d")
+    condition = F.col("_e_at") < F.struct(*_POSITION)
+    for k in key:
+        condition &= F.col(k) == F.col(f"_e_{k}")
+    values = [o for o in on if o not in key]
+    prior = F.col("_on")
+    filled = (
+        deletes.join(earlier, condition, "left")
+        .groupBy(*key, LSN, OP)
+        .agg(F.max_by("_e_on", "_e_at").alias("_on"), *[F.first(o).alias(o) for o in values])
+        .select(  # without an earlier change, the delete's own values
+            *key,
+            LSN,
+            OP,
+            *[F.when(prior.isNull(), F.col(o)).otherwise(prior[o]).alias(o) for o in values],
+        )
+    )
+    return rows.where(F.col(OP) != "d").select(*key, LSN, OP, *values).unionByName(filled)
+
+
+def _add(found: Differences, kind: str, rows: DataFrame, key: Sequence[str], what: str) -> None:
+    rows = rows.persist()
+    try:
+        count = rows.count()
+        setattr(found, kind, getattr(found, kind) + count)
+        for row in rows.select(*key, LSN).limit(SAMPLE).collect():
+            found.samples.append(f"{kind} {what} {tuple(row)[:-1]} at LSN {row[-1]}")
+    finally:
+        rows.unpersist()

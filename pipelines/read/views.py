@@ -1,0 +1,76 @@
+"""The views of views.json as readers see them: each built, when read, from the stored
+histories of the tables it reads (views/), so it is as fresh as they are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+
+from pipelines.exceptions import ConfigError
+from pipelines.read.history import read_history, stored_history, versions_of
+from pipelines.settings import Settings
+from pipelines.tables import TableRef
+from pipelines.views.config import ViewSpec, load_views, views_config_path
+from pipelines.views.enrichment import changes, enriched
+
+
+@dataclass(frozen=True)
+class DerivedView:
+    spec: ViewSpec
+    refs: tuple[TableRef, ...]  # spec.tables, in order
+    paths: tuple[str, ...]  # their base tables
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def derived_views(
+    settings: Settings, refs: list[TableRef], specs: list[ViewSpec] | None = None
+) -> list[DerivedView]:
+    """The declared views (`specs`, else views.json's, which `captured` checked) whose tables
+    are all among `refs`."""
+    by_name = {r.name: r for r in refs}
+    if specs is None:
+        specs = load_views(views_config_path(settings))
+    found = []
+    for spec in specs:
+        if all(t in by_name for t in spec.tables):
+            reads = tuple(by_name[t] for t in spec.tables)
+            found.append(DerivedView(spec, reads, tuple(r.path(settings.lake) for r in reads)))
+    return found
+
+
+def build_view(spark: SparkSession, view: DerivedView) -> DataFrame | None:
+    """The view as of its tables' stored histories; None until they all have one."""
+    if view.spec.kind == "history":
+        return read_history(spark, view.paths[0])
+    return _enrichment(spark, view)
+
+
+def _enrichment(spark: SparkSession, view: DerivedView) -> DataFrame | None:
+    spec, lookup = view.spec, view.spec.lookup
+    assert lookup is not None
+    stream, other = stored_history(spark, view.paths[0]), stored_history(spark, view.paths[1])
+    if stream is None or other is None:
+        return None
+    (stored, key), versions = stream, versions_of(*other)
+    where = f"{spec.where}.lookup"
+    if sorted(theirs for _, theirs in lookup.on) != sorted(other[1]):
+        raise ConfigError(
+            f"{where}.on: must pair a column with each of {lookup.table}'s key columns "
+            f"({', '.join(other[1])}), so a change finds one row"
+        )
+    for ours, _ in lookup.on:
+        if ours not in stored.columns or ours.startswith("_"):
+            raise ConfigError(f"{where}.on: {spec.table} has no column {ours}")
+    for name, theirs in lookup.columns:
+        if theirs not in versions.columns or theirs.startswith("_"):
+            raise ConfigError(f"{where}.columns: {lookup.table} has no column {theirs}")
+        if name in stored.columns:
+            raise ConfigError(
+                f"{where}.columns: {spec.table} has a column {name} already; name the "
+                f'lookup\'s another way, e.g. {{"{lookup.table}_{theirs}": "{theirs}"}}'
+            )
+    return enriched(changes(stored, key), versions, lookup.on, lookup.columns)
