@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="compaction interval",
     )
     p.add_argument(
+        "--views-seconds",
+        type=float,
+        default=DEFAULTS.views_seconds,
+        help="how often aggregate views (views.json) are brought up to date",
+    )
+    p.add_argument(
         "--max-records",
         type=int,
         default=DEFAULTS.max_records_per_batch,

@@ -136,6 +136,7 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         resnapshot=tuple(_names(args.resnapshot)),
         trigger_seconds=args.trigger_seconds,
         compact_seconds=args.compact_seconds,
+        views_seconds=args.views_seconds,
         max_records_per_batch=args.max_records,
         ui=args.ui,
     )

@@ -42,11 +42,13 @@ from pipelines.apply.run_state import Stream, TableJob
 from pipelines.apply.snapshot import snapshot
 from pipelines.apply.streaming_failure import cause
 from pipelines.apply.table_views import forget_changes, start_history
+from pipelines.apply.view_maintenance import ViewMaintainer
 from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.changelog.registry import SchemaRegistry, registry
 from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.read.reindex import ready_index
 from pipelines.read.table import covered
+from pipelines.read.views import DerivedView, derived_views
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
@@ -88,6 +90,7 @@ class Pipeline:
         self.compactor = Compactor(
             spark, settings.lake, settings.run_dir, options.compact_seconds, out
         )
+        self.views = ViewMaintainer(spark, self._aggregates, options.views_seconds, out)
 
     # --- one table ---------------------------------------------------------------------------
     def _prepare(self, job: TableJob) -> bool:
@@ -334,6 +337,7 @@ class Pipeline:
         self._write_state()
         if not self.options.once:
             self.compactor.start()
+            self.views.start()
         try:
             while not self._finished():
                 for job in list(self.jobs.values()):
@@ -351,10 +355,15 @@ class Pipeline:
                 time.sleep(0.2)
             if self.options.once and not self.stopping:
                 self._compact_all()
+                self.views.run_all()
         finally:  # an error leaves no query running in a session the caller may keep
             self._stop_all()
             self._write_state(ended=True)
         return self._report()
+
+    def _aggregates(self) -> list[DerivedView]:
+        refs = [j.ref for j in list(self.jobs.values())]
+        return [v for v in derived_views(self.settings, refs) if v.stored_at]
 
     def _compact_all(self) -> None:
         """A `--once` run leaves every table it finished compacted: its base table alone is
@@ -429,6 +438,7 @@ class Pipeline:
 
     def _stop_all(self) -> None:
         self.compactor.stop(wait_s=COMPACTION_GRACE_S)
+        self.views.stop(wait_s=COMPACTION_GRACE_S)
         for stream in self.streams.values():
             if stream.query is not None and stream.query.isActive:
                 self._stop_stream(stream)

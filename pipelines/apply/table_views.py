@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from pipelines import lakefs
+from pipelines.apply.view_maintenance import drop_views_reading
 from pipelines.read.table import read_table
 from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.history import HistorySink, history_of
@@ -16,9 +17,11 @@ from pipelines.tables import TableRef
 
 def forget_changes(spark: SparkSession, ref: TableRef, lake: str) -> None:
     """Before a table is snapshotted (again): a changelog without its table would resume
-    mid-stream, and a history would mix the old table's versions with the new one's."""
+    mid-stream, a history would mix the old table's versions with the new one's, and an
+    aggregate view joining it would skip the new history's start."""
     lakefs.delete(spark, changelog_of(ref.path(lake)))
     lakefs.delete(spark, history_of(ref.path(lake)))
+    drop_views_reading(spark, lake, ref.path(lake))
 
 
 def start_history(

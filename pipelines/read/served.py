@@ -180,17 +180,16 @@ class ServedViews:
         self.stamps[name] = now
 
     def refresh_view(self, view: DerivedView) -> None:
-        """Rebuild a view of views.json if a stored history it reads changed."""
+        """Rebuild a view of views.json if a stored history it reads (or its own rows) changed."""
         from pipelines.read.views import build_view
         from pipelines.sinks.delta_log import stamp
-        from pipelines.sinks.history import history_of
 
         seen = self.stamps.get(view.name, ())
         try:
             now: Stamp = ()
-            for i, path in enumerate(view.paths):
-                now += stamp(self.spark, history_of(path), seen[2 * i] if seen else -1)
-            if min(now[::2]) < 0:  # a history not started (yet, or again): no view
+            for i, path in enumerate(view.watched):
+                now += stamp(self.spark, path, seen[2 * i] if seen else -1)
+            if min(now[::2]) < 0:  # a history or its rows not started (yet, or again): no view
                 self._drop(view.name)
                 return
             if now == seen:

@@ -1,6 +1,6 @@
-"""`status` of the views (views.json): for each, its kind and, per table it reads, how many
-changes that table's history has stored and the newest LSN among them (one aggregation over
-each stored history; the view itself is left to queries)."""
+"""`status` of the views (views.json): for each, its kind, an aggregate's rows, and per table
+it reads, how many changes that table's history has stored and the newest LSN among them (one
+aggregation over each stored history; a history or enrichment itself is left to queries)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def views_report(spark: SparkSession, views: list[DerivedView]) -> dict[str, Any
                 stored[path] = _stored(spark, path)
         entry: dict[str, Any] = {"kind": view.spec.kind, "table": view.spec.table}
         entry["tables"] = {t: stored[p] for t, p in zip(view.spec.tables, view.paths, strict=True)}
+        if view.stored_at:  # an aggregate's own rows
+            exists = delta_exists(spark, view.stored_at)
+            entry["rows"] = (
+                spark.read.format("delta").load(view.stored_at).count() if exists else None
+            )
         report[view.name] = entry
     return report
 
@@ -50,8 +55,13 @@ def view_lines(views: dict[str, Any]) -> list[str]:
             return f"{table}: not started (it starts when `run` prepares the table)"
         return f"{table}: {s['stored']:,} changes stored through LSN {s['applied_lsn_pg'] or '-'}"
 
+    def rows(v: dict[str, Any]) -> str:
+        if "rows" not in v:
+            return ""
+        return f", {v['rows']:,} rows" if v["rows"] is not None else ", not computed yet"
+
     return [
-        f"view {name}: {v['kind']} of {v['table']} ("
+        f"view {name}: {v['kind']} of {v['table']}{rows(v)} ("
         + "; ".join(part(t, s) for t, s in v["tables"].items())
         + ")"
         for name, v in views.items()

@@ -1,18 +1,30 @@
-"""The views of views.json as readers see them: each built, when read, from the stored
-histories of the tables it reads (views/), so it is as fresh as they are."""
+"""The views of views.json as readers see them: a history or an enrichment built, when read,
+from the stored histories of the tables it reads (views/), so it is as fresh as they are; an
+aggregate read from the Delta table `run` maintains for it (apply/view_maintenance.py)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from pipelines.exceptions import ConfigError
 from pipelines.read.history import read_history, stored_history, versions_of
 from pipelines.settings import Settings
+from pipelines.sinks.delta import delta_exists
+from pipelines.sinks.delta_log import commit_info, newest_version
+from pipelines.sinks.history import history_of
 from pipelines.tables import TableRef
 from pipelines.views.config import ViewSpec, load_views, views_config_path
 from pipelines.views.enrichment import changes, enriched
+
+VIEWS = "_views"  # where aggregate views keep their rows: <lake>/_views/<name>
+
+
+def view_path(lake: str, name: str) -> str:
+    return f"{lake.rstrip('/')}/{VIEWS}/{name}"
 
 
 @dataclass(frozen=True)
@@ -20,10 +32,16 @@ class DerivedView:
     spec: ViewSpec
     refs: tuple[TableRef, ...]  # spec.tables, in order
     paths: tuple[str, ...]  # their base tables
+    stored_at: str = ""  # an aggregate view's own Delta table
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        """The Delta tables whose new versions change what it shows."""
+        return (self.stored_at,) if self.stored_at else tuple(map(history_of, self.paths))
 
 
 def derived_views(
@@ -38,14 +56,31 @@ def derived_views(
     for spec in specs:
         if all(t in by_name for t in spec.tables):
             reads = tuple(by_name[t] for t in spec.tables)
-            found.append(DerivedView(spec, reads, tuple(r.path(settings.lake) for r in reads)))
+            paths = tuple(r.path(settings.lake) for r in reads)
+            stored_at = view_path(settings.lake, spec.name) if spec.aggregate else ""
+            found.append(DerivedView(spec, reads, paths, stored_at))
     return found
+
+
+def recorded(spark: SparkSession, path: str) -> dict[str, Any] | None:
+    """What the view's newest commit recorded: fingerprint, and per table offsets and truncate."""
+    if not delta_exists(spark, path):
+        return None
+    info = commit_info(spark, path, newest_version(spark, path))
+    try:
+        doc = json.loads((info or {}).get("userMetadata") or "")
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("changelake_view") == 1 else None
 
 
 def build_view(spark: SparkSession, view: DerivedView) -> DataFrame | None:
     """The view as of its tables' stored histories; None until they all have one."""
     if view.spec.kind == "history":
         return read_history(spark, view.paths[0])
+    if view.stored_at:  # maintained by `run`
+        exists = delta_exists(spark, view.stored_at)
+        return spark.read.format("delta").load(view.stored_at) if exists else None
     return _enrichment(spark, view)
 
 

@@ -23,9 +23,15 @@ from pathlib import Path
 from pipelines import jsonfile
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
+from pipelines.views.aggregate_config import FIELDS as AGGREGATE_FIELDS
+from pipelines.views.aggregate_config import Aggregate, parse_aggregate
 
-KINDS = ("history", "enrichment")
-_FIELDS = {"history": {"kind", "table"}, "enrichment": {"kind", "table", "lookup"}}
+KINDS = ("history", "enrichment", "aggregate")
+_FIELDS = {
+    "history": {"kind", "table"},
+    "enrichment": {"kind", "table", "lookup"},
+    "aggregate": AGGREGATE_FIELDS,
+}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -46,6 +52,7 @@ class ViewSpec:
     table: str
     source: str  # the file that declared it, for messages
     lookup: Lookup | None = None
+    aggregate: Aggregate | None = None
 
     @property
     def where(self) -> str:
@@ -54,7 +61,11 @@ class ViewSpec:
     @property
     def tables(self) -> tuple[str, ...]:
         """The tables whose stored changes it reads, its own first."""
-        return (self.table, self.lookup.table) if self.lookup else (self.table,)
+        if self.lookup is not None:
+            return (self.table, self.lookup.table)
+        if self.aggregate is not None:
+            return (self.table, *[j.table for j in self.aggregate.joins])
+        return (self.table,)
 
 
 def views_config_path(settings: Settings) -> Path:
@@ -90,7 +101,8 @@ def load_views(path: Path) -> list[ViewSpec]:
         if not isinstance(table, str) or not table:
             raise ConfigError(f"{where}.table: the captured table it derives from, by name")
         lookup = _lookup(f"{where}.lookup", spec.get("lookup")) if kind == "enrichment" else None
-        specs.append(ViewSpec(name, kind, table, str(path), lookup))
+        aggregate = parse_aggregate(where, table, spec) if kind == "aggregate" else None
+        specs.append(ViewSpec(name, kind, table, str(path), lookup, aggregate))
     return specs
 
 
@@ -138,6 +150,8 @@ def check_against(specs: Iterable[ViewSpec], tables: dict[str, bool]) -> None:
         _keyed(f"{where}.table", spec.table, tables, "every change is a row of it already")
         if spec.lookup is not None:
             _keyed(f"{where}.lookup.table", spec.lookup.table, tables, "it has no row versions")
+        for i, join in enumerate(spec.aggregate.joins if spec.aggregate else ()):
+            _keyed(f"{where}.joins[{i}].table", join.table, tables, "it has no row versions")
         if spec.kind != "history":
             continue
         if spec.table in seen:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -64,19 +65,22 @@ def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
 
 
 def _assert_views(
-    spark: SparkSession, settings: Settings, lake: Path, after: dict[str, int]
-) -> None:
+    spark: SparkSession, settings: Settings, lake: Path, after: dict[str, dict[str, int]]
+) -> dict[str, int]:
     """The shop's views (views.json) pass verify's checks: customers_history's current versions
-    and orders_enriched's newest changes are their tables' rows (which equal the source), and
-    every order change's customer is the one a max-by over the stored changes finds. Each
-    table's stored history holds each change in its topic since the snapshot (`after`: the
-    snapshot's end offsets) once."""
-    refs = tables.captured(settings, ["customers", "orders"])
+    and orders_enriched's newest changes are their tables' rows (which equal the source), every
+    order change's customer is the one a max-by over the stored changes finds, and
+    customer_revenue is the whole aggregate computed again. Each table's stored history holds
+    each change in its topic since the snapshot (`after`: the snapshot's end offsets) once.
+    Returns each view's rows compared."""
+    refs = tables.captured(settings, ["customers", "orders", "order_lines"])
     views = {v.name: v for v in derived_views(replace(settings, lake=str(lake)), refs)}
-    assert sorted(views) == ["customers_history", "orders_enriched"]
+    assert sorted(views) == ["customer_revenue", "customers_history", "orders_enriched"]
+    rows = {}
     for view in views.values():
-        found = check_view(spark, view)
+        found = check_view(spark, view, timeout_s=0)  # `run --once` maintained it as it ended
         assert found.equal and found.rows > 0, (view.name, found)
+        rows[view.name] = found.rows
     for ref in refs:
         start = {int(p): o for p, o in after[ref.name].items()}
         records = kafka_io.read(settings.kafka_bootstrap, ref.topic, start)
@@ -84,11 +88,12 @@ def _assert_views(
         stored = spark.read.format("delta").load(history_of(ref.path(str(lake))))
         # A replayed batch would have stored some twice.
         assert stored.where(F.col("_kafka_offset").isNotNull()).count() == made > 0, ref.name
+    return rows
 
 
-def _customer_moves_after_an_order(dsn: str) -> tuple[int, str, str]:
+def _customer_moves_after_an_order(dsn: str) -> tuple[int, int, str, str]:
     """An order placed, its customer moved to another country, the order updated: (the order's
-    id, the country before, after)."""
+    id, the customer's, the country before, after)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         customer, before = conn.execute(
             "SELECT id, country FROM public.customers WHERE country IS NOT NULL LIMIT 1"
@@ -101,7 +106,7 @@ def _customer_moves_after_an_order(dsn: str) -> tuple[int, str, str]:
         ).fetchone() or (None,)
         conn.execute("UPDATE public.customers SET country = 'XX' WHERE id = %s", (customer,))
         conn.execute("UPDATE public.orders SET status = 'paid' WHERE id = %s", (order,))
-    return int(order), str(before), "XX"
+    return int(order), int(customer), str(before), "XX"
 
 
 def test_shop_snapshot_and_demo_load(
@@ -120,19 +125,29 @@ def test_shop_snapshot_and_demo_load(
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
     snapshotted = covered(spark, f"{tmp_path}/lake/shop/public/customers")
     orders_then = covered(spark, f"{tmp_path}/lake/shop/public/orders")
-    assert snapshotted is not None and orders_then is not None
+    lines_then = covered(spark, f"{tmp_path}/lake/shop/public/order_lines")
+    assert snapshotted is not None and orders_then is not None and lines_then is not None
     customers_then = spark.read.format("delta").load(f"{tmp_path}/lake/shop/public/customers")
     count_then = customers_then.count()
 
     load = run_load(admin_dsn, rate=40, seconds=8, progress=lambda _: None)
     assert load.transactions > 100
-    order, country_then, country_now = _customer_moves_after_an_order(admin_dsn)
+    order, customer, country_then, country_now = _customer_moves_after_an_order(admin_dsn)
     applied = changelake_here("run", "--once", env=env)
     assert "changes from" in applied.stdout, applied.stdout
+    # The first run computed customer_revenue whole; this one only the groups changes touched.
+    assert "view customer_revenue: computed whole" in snapshot.stdout, snapshot.stdout
+    rounds = re.findall(r"view customer_revenue: ([\d,]+) groups recomputed", applied.stdout)
+    assert rounds, applied.stdout
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
     _assert_open_to_other_readers(admin_dsn, tmp_path / "lake")
-    after = {"customers": snapshotted.offsets, "orders": orders_then.offsets}
-    _assert_views(spark, settings, tmp_path / "lake", after)
+    after = {
+        "customers": snapshotted.offsets,
+        "orders": orders_then.offsets,
+        "order_lines": lines_then.offsets,
+    }
+    groups = _assert_views(spark, settings, tmp_path / "lake", after)["customer_revenue"]
+    assert 0 < int(rounds[0].replace(",", "")) < groups, applied.stdout  # not every group
     # The order's changes keep the country its customer had at each: the move came between.
     enriched = changelake_here(
         "query",
@@ -145,6 +160,20 @@ def test_shop_snapshot_and_demo_load(
         {"_cdc_op": "c", "status": "pending", "customer_country": country_then},
         {"_cdc_op": "u", "status": "paid", "customer_country": country_now},
     ]
+    # Their revenue moved with them: the aggregate's row has the new country, and the source's
+    # own count of their orders.
+    revenue = changelake_here(
+        "query",
+        f"SELECT country, orders FROM customer_revenue WHERE id = {customer}",
+        "--json",
+        env=env,
+    ).stdout
+    with psycopg.connect(admin_dsn) as conn:
+        placed = conn.execute(
+            "SELECT count(*) FROM public.orders WHERE customer_id = %s", (customer,)
+        ).fetchone()
+    assert placed is not None
+    assert json.loads(revenue) == [{"country": country_now, "orders": placed[0]}]
     # Queryable by its name: as of a past LSN (the snapshot's), the customers as they were then.
     at = snapshotted.max_lsn
     then = (

@@ -89,7 +89,10 @@ def verify(
         with connect(source_of(settings, dict(source)).dsn()) as conn:
             for ref in (r for r in refs if r.source == source):
                 checks[ref.name] = _check(settings, spark, conn, client, ref, step, out)
-    views = [TableCheck(v.name, check_view(spark, v), None) for v in derived_views(settings, refs)]
+    views = [
+        TableCheck(v.name, check_view(spark, v, timeout_s), None)
+        for v in derived_views(settings, refs)
+    ]
     return [checks[r.name] for r in refs] + views
 
 

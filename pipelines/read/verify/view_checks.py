@@ -7,10 +7,13 @@ the source, and the enrichment's lookup recomputed from the stored changes anoth
   change's lookup columns must be those of the lookup row's newest stored change at or before
   the change's LSN (NULL when that is a delete or a truncate came after it): a max-by over the
   stored changes instead of the view's intervals of validity.
+- An aggregate, once `run` has maintained it through what its tables cover, must be the whole
+  view computed again from the tables' rows (which equal the source), group for group.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -18,10 +21,12 @@ from pyspark.sql import functions as F
 
 from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
 from pipelines.read.history import stored_history
-from pipelines.read.table import read_table
+from pipelines.read.table import covered, read_table
 from pipelines.read.verify.diff import SAMPLE, Differences
-from pipelines.read.views import DerivedView, build_view
+from pipelines.read.views import DerivedView, build_view, recorded
 from pipelines.sinks.delta import DELETED, DELETED_AT, delta_exists
+from pipelines.views.aggregate import aggregated
+from pipelines.views.aggregate_config import Aggregate
 from pipelines.views.config import Lookup
 from pipelines.views.enrichment import LOOKUP_LSN
 from pipelines.views.history import CURRENT, VALID_FROM_LSN
@@ -30,7 +35,9 @@ _NOT_DATA = (LSN, OP, SOURCE_TS, DELETED, DELETED_AT)
 _POSITION = (LSN, PARTITION, OFFSET)
 
 
-def check_view(spark: SparkSession, view: DerivedView) -> Differences:
+def check_view(spark: SparkSession, view: DerivedView, timeout_s: float = 120.0) -> Differences:
+    if view.spec.aggregate is not None:
+        return check_aggregate(spark, view, view.spec.aggregate, timeout_s)
     found = Differences("delta")
     ref, path = view.refs[0], view.paths[0]
     built = build_view(spark, view) if delta_exists(spark, path) else None
@@ -145,7 +152,64 @@ def _add(found: Differences, kind: str, rows: DataFrame, key: Sequence[str], wha
     try:
         count = rows.count()
         setattr(found, kind, getattr(found, kind) + count)
-        for row in rows.select(*key, LSN).limit(SAMPLE).collect():
-            found.samples.append(f"{kind} {what} {tuple(row)[:-1]} at LSN {row[-1]}")
+        at = [LSN] if LSN in rows.columns else []
+        for row in rows.select(*key, *at).limit(SAMPLE).collect():
+            values = tuple(row)
+            where = f" at LSN {values[-1]}" if at else ""
+            found.samples.append(f"{kind} {what} {values[: len(key)]}{where}")
     finally:
         rows.unpersist()
+
+
+def check_aggregate(
+    spark: SparkSession, view: DerivedView, agg: Aggregate, timeout_s: float
+) -> Differences:
+    """An aggregate view, once it covers what its tables cover now (the run maintains it every
+    few seconds), against the whole view computed again from the tables' rows."""
+    found = Differences("delta")
+    covers = _wait_covered(spark, view, timeout_s)
+    if covers is not None:
+        found.samples.append(covers)
+        return found
+    reads = [
+        read_table(spark, p, r.soft_delete) for p, r in zip(view.paths, view.refs, strict=True)
+    ]
+    key = reads[0].meta.key if reads[0].meta else ()
+    current = {t: r.live() for t, r in zip(view.spec.tables, reads, strict=True)}
+    expected = aggregated(agg, view.spec.table, key, current).persist()
+    stored = spark.read.format("delta").load(view.stored_at)
+    try:
+        found.rows = expected.count()
+        _add(found, "missing", expected.exceptAll(stored), key, "group")
+        _add(found, "extra", stored.exceptAll(expected.select(*stored.columns)), key, "group")
+    finally:
+        expected.unpersist()
+    return found
+
+
+def _wait_covered(spark: SparkSession, view: DerivedView, timeout_s: float) -> str | None:
+    """None once the view's newest commit covers each table's offsets as they are now; else
+    what it lacks, past `timeout_s`."""
+    wanted = {t: covered(spark, p) for t, p in zip(view.spec.tables, view.paths, strict=True)}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        doc = recorded(spark, view.stored_at)
+        behind = [
+            t
+            for t, meta in wanted.items()
+            if meta is not None
+            and not _reaches(
+                ((doc or {}).get("tables") or {}).get(t, {}).get("offsets"), meta.offsets
+            )
+        ]
+        if not behind:
+            return None
+        if time.monotonic() > deadline:
+            return (
+                f"not maintained through {', '.join(behind)}'s newest changes (is `run` running?)"
+            )
+        time.sleep(0.5)
+
+
+def _reaches(have: dict[str, int] | None, want: dict[str, int]) -> bool:
+    return have is not None and all(have.get(p, 0) >= o for p, o in want.items())
