@@ -12,7 +12,9 @@ class RunOptions:
     resnapshot: tuple[str, ...] = ()
     trigger_seconds: float = 1.0  # the micro-batch interval (a longer batch is followed at once)
     compact_seconds: float = 30.0  # how often a streaming run folds a table's changelog in
-    views_seconds: float = 5.0  # how often a streaming run brings its aggregate views up to date
+    # How long a streaming run rests between rounds that bring its aggregate views up to date (a
+    # round costs seconds of both cores on a small machine, whatever few changes it takes).
+    views_seconds: float = 30.0
     max_records_per_batch: int = 50_000  # a micro-batch reads at most this times its tables
     ui: bool = False  # Spark's web UI (jobs, stages, streaming queries), on loopback
 

@@ -81,6 +81,9 @@ class Bench:
             "CHANGELAKE_CHECKPOINTS": str(out_dir / "checkpoints"),
             "CHANGELAKE_CONNECTORS_DIR": str(out_dir / "connectors"),
             "CHANGELAKE_SEARCH_CONFIG": str(self._search_config()),
+            # The base pipeline alone, as the baseline (which keeps no views) and as the reports
+            # before views were measured: views.json's views are not derived here.
+            "CHANGELAKE_VIEWS_CONFIG": str(self._no_views()),
         }
         self.log = out_dir / "bench.log"
         self.connector = source.connector_name(out_dir.name)
@@ -91,6 +94,11 @@ class Bench:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / "search.json"
         path.write_text((self.settings.config_dir / "search.json").read_text())
+        return path
+
+    def _no_views(self) -> Path:
+        path = self.out_dir / "views.json"
+        path.write_text('{"views": {}}\n')
         return path
 
     def table(self, name: str) -> Path:
