@@ -86,6 +86,7 @@ def maintain(spark: SparkSession, view: DerivedView) -> Round | None:
     before = recorded(spark, path)
     if before == now:
         return None
+    whole = _planned(view, keys, current)
     why = _why_whole(before, now)
     if not why:
         assert before is not None
@@ -98,10 +99,25 @@ def maintain(spark: SparkSession, view: DerivedView) -> Round | None:
             return _merge(spark, path, groups.persist(), view, keys, current, now)
         except Exception as exc:  # e.g. a widened column under a measure: the whole view
             why = f"the incremental round failed ({str(exc).splitlines()[0][:200]})"
-    rows = aggregated(agg, view.spec.table, keys[view.spec.table], current)
     with _committing(spark, now):
-        rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+        whole.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
     return Round(None, spark.read.format("delta").load(path).count(), why)
+
+
+def _planned(
+    view: DerivedView, keys: dict[str, tuple[str, ...]], current: dict[str, DataFrame]
+) -> DataFrame:
+    """The whole view, planned: a measure or column that does not read is the file's mistake."""
+    from pyspark.errors import AnalysisException
+
+    agg = view.spec.aggregate
+    assert agg is not None
+    try:
+        return aggregated(agg, view.spec.table, keys[view.spec.table], current)
+    except AnalysisException as exc:
+        message = str(exc).splitlines()[0]
+        where = view.spec.where
+        raise ConfigError(f"{where}: its columns or measures do not read: {message}") from None
 
 
 def _why_whole(before: dict[str, Any] | None, now: dict[str, Any]) -> str:

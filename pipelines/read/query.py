@@ -40,11 +40,13 @@ def errors_path(settings: Settings) -> str:
 
 
 def register_views(
-    spark: SparkSession, settings: Settings, refs: list[tables.TableRef]
+    spark: SparkSession, settings: Settings, refs: list[tables.TableRef], sql: str = ""
 ) -> list[str]:
     """A temporary view per existing table, as of its newest change (base ⊕ changelog; a
     soft-deleting table's deleted rows marked), per view of views.json (once its tables have
-    their histories), and `_errors`; returns the view names."""
+    their histories; only those `sql` names, when given: building one reads its histories), and
+    `_errors`; returns the view names."""
+    from pipelines.read.served import words
     from pipelines.read.table import read_table
     from pipelines.read.views import build_view, derived_views
     from pipelines.sinks.delta import delta_exists
@@ -55,7 +57,10 @@ def register_views(
         if delta_exists(spark, path):
             read_table(spark, path, ref.soft_delete).rows.createOrReplaceTempView(ref.name)
             views.append(ref.name)
+    named = words(sql) if sql and not sql.strip().lower().startswith("show") else None
     for derived in derived_views(settings, refs):
+        if named is not None and derived.name.lower() not in named:
+            continue
         frame = build_view(spark, derived)
         if frame is not None:
             frame.createOrReplaceTempView(derived.name)
@@ -85,7 +90,7 @@ def open_query(settings: Settings, sql: str, served: bool = True) -> tuple[DataF
     else:
         spark = session(settings, app="changelake-query")
         _quiet(spark)
-        views = register_views(spark, settings, refs)
+        views = register_views(spark, settings, refs, sql)
     try:
         return spark.sql(sql), views
     except PySparkException as exc:

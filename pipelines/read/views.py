@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from pipelines.exceptions import ConfigError
 from pipelines.read.history import read_history, stored_history, versions_of
@@ -19,6 +20,12 @@ from pipelines.sinks.history import history_of
 from pipelines.tables import TableRef
 from pipelines.views.config import ViewSpec, load_views, views_config_path
 from pipelines.views.enrichment import changes, enriched
+from pipelines.views.interval_config import IntervalJoin
+from pipelines.views.interval_join import interval_join
+from pipelines.views.window_config import EventTime
+from pipelines.views.windows import sessions, windows
+
+NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
 VIEWS = "_views"  # where aggregate views keep their rows: <lake>/_views/<name>
 
@@ -81,7 +88,51 @@ def build_view(spark: SparkSession, view: DerivedView) -> DataFrame | None:
     if view.stored_at:  # maintained by `run`
         exists = delta_exists(spark, view.stored_at)
         return spark.read.format("delta").load(view.stored_at) if exists else None
+    if view.spec.event_time is not None:
+        return _event_time(spark, view, view.spec.event_time)
+    if view.spec.interval is not None:
+        return _interval(spark, view, view.spec.interval)
     return _enrichment(spark, view)
+
+
+def _interval(spark: SparkSession, view: DerivedView, spec: IntervalJoin) -> DataFrame | None:
+    from pyspark.errors import AnalysisException
+
+    found = stored_history(spark, view.paths[0])
+    if found is None:
+        return None
+    versions = versions_of(*found)
+    for side, event in (("first", spec.first), ("second", spec.second)):
+        where = f"{view.spec.where}.{side}"
+        _timestamp(f"{where}.time", view.spec.table, event.time, versions)
+        try:
+            versions.where(F.expr(event.when))
+        except AnalysisException as exc:
+            message = str(exc).splitlines()[0]
+            raise ConfigError(f"{where}.when: {event.when!r} does not read: {message}") from None
+    return interval_join(versions, found[1], spec)
+
+
+def _timestamp(where: str, table: str, column: str, versions: DataFrame) -> None:
+    kind = dict(versions.dtypes).get(column)
+    if kind not in ("timestamp", "timestamp_ntz", "date"):
+        what = f"a {kind} column" if kind else "no such column"
+        raise ConfigError(f"{where}: {table}.{column} is {what}, not a timestamp or date")
+
+
+def _event_time(spark: SparkSession, view: DerivedView, spec: EventTime) -> DataFrame | None:
+    versions = read_history(spark, view.paths[0])
+    if versions is None:
+        return None
+    where, table = view.spec.where, view.spec.table
+    _timestamp(f"{where}.time", table, spec.time, versions)
+    for name, column in spec.sums:
+        if not dict(versions.dtypes).get(column, "").startswith(NUMERIC):
+            raise ConfigError(f"{where}.sum.{name}: {table} has no numeric column {column}")
+    for column in spec.by:
+        if column not in versions.columns or column.startswith("_"):
+            raise ConfigError(f"{where}.by: {table} has no column {column}")
+    return windows(versions, spec) if view.spec.kind == "window" else sessions(versions, spec)
 
 
 def _enrichment(spark: SparkSession, view: DerivedView) -> DataFrame | None:

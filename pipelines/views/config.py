@@ -7,9 +7,11 @@
             "columns": {"customer_name": "name", "customer_country": "country"}}}}}
 
 A view's name is how `query` reads it; `table` is a captured table's name (as `query` names it).
-Kinds: `history` (SCD type 2: every version of each row, see views/history.py) and `enrichment`
+Kinds: `history` (SCD type 2: every version of each row, see views/history.py), `enrichment`
 (every change of `table`, joined with the `lookup` table's row as it was at that change's LSN,
-see views/enrichment.py). Every error names the file and the field.
+see views/enrichment.py), `aggregate` (views/aggregate_config.py), `window` and `session`
+(event time, views/window_config.py) and `interval_join` (views/interval_config.py). Every
+error names the file and the field.
 """
 
 from __future__ import annotations
@@ -25,12 +27,23 @@ from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 from pipelines.views.aggregate_config import FIELDS as AGGREGATE_FIELDS
 from pipelines.views.aggregate_config import Aggregate, parse_aggregate
+from pipelines.views.interval_config import FIELDS as INTERVAL_FIELDS
+from pipelines.views.interval_config import IntervalJoin, parse_interval_join
+from pipelines.views.window_config import (
+    SESSION_FIELDS,
+    WINDOW_FIELDS,
+    EventTime,
+    parse_event_time,
+)
 
-KINDS = ("history", "enrichment", "aggregate")
+KINDS = ("history", "enrichment", "aggregate", "window", "session", "interval_join")
 _FIELDS = {
     "history": {"kind", "table"},
     "enrichment": {"kind", "table", "lookup"},
     "aggregate": AGGREGATE_FIELDS,
+    "window": WINDOW_FIELDS,
+    "session": SESSION_FIELDS,
+    "interval_join": INTERVAL_FIELDS,
 }
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -53,6 +66,8 @@ class ViewSpec:
     source: str  # the file that declared it, for messages
     lookup: Lookup | None = None
     aggregate: Aggregate | None = None
+    event_time: EventTime | None = None  # kinds window and session
+    interval: IntervalJoin | None = None
 
     @property
     def where(self) -> str:
@@ -102,7 +117,9 @@ def load_views(path: Path) -> list[ViewSpec]:
             raise ConfigError(f"{where}.table: the captured table it derives from, by name")
         lookup = _lookup(f"{where}.lookup", spec.get("lookup")) if kind == "enrichment" else None
         aggregate = parse_aggregate(where, table, spec) if kind == "aggregate" else None
-        specs.append(ViewSpec(name, kind, table, str(path), lookup, aggregate))
+        timed = parse_event_time(where, kind, spec) if kind in ("window", "session") else None
+        interval = parse_interval_join(where, spec) if kind == "interval_join" else None
+        specs.append(ViewSpec(name, kind, table, str(path), lookup, aggregate, timed, interval))
     return specs
 
 

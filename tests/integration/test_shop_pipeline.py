@@ -75,7 +75,10 @@ def _assert_views(
     Returns each view's rows compared."""
     refs = tables.captured(settings, ["customers", "orders", "order_lines"])
     views = {v.name: v for v in derived_views(replace(settings, lake=str(lake)), refs)}
-    assert sorted(views) == ["customer_revenue", "customers_history", "orders_enriched"]
+    assert sorted(views) == [
+        "customer_revenue", "customer_sessions", "customers_history", "orders_enriched",
+        "revenue_5_minutes", "revenue_per_minute", "time_to_ship",
+    ]  # fmt: skip
     rows = {}
     for view in views.values():
         found = check_view(spark, view, timeout_s=0)  # `run --once` maintained it as it ended
@@ -89,6 +92,28 @@ def _assert_views(
         # A replayed batch would have stored some twice.
         assert stored.where(F.col("_kafka_offset").isNotNull()).count() == made > 0, ref.name
     return rows
+
+
+def _orders_out_of_order(dsn: str) -> list[tuple[int, str]]:
+    """Two orders whose event time (placed_at) is behind the newest, by two minutes (within the
+    windows' lateness) and by two hours, then shipped: their ids and times (UTC text)."""
+    placed = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for behind in ("2 minutes", "2 hours"):
+            row = conn.execute(
+                "INSERT INTO public.orders (customer_id, status, total, placed_at, updated_at)"
+                " SELECT NULL, 'pending', 7.25, max(placed_at) - %s::interval, now()"
+                " FROM public.orders RETURNING id, placed_at AT TIME ZONE 'UTC'",
+                (behind,),
+            ).fetchone()
+            assert row is not None
+            placed.append((int(row[0]), row[1].isoformat(sep=" ")))
+        for order, _ in placed:
+            conn.execute(
+                "UPDATE public.orders SET status = 'shipped', updated_at = now() WHERE id = %s",
+                (order,),
+            )
+    return placed
 
 
 def _customer_moves_after_an_order(dsn: str) -> tuple[int, int, str, str]:
@@ -133,6 +158,7 @@ def test_shop_snapshot_and_demo_load(
     load = run_load(admin_dsn, rate=40, seconds=8, progress=lambda _: None)
     assert load.transactions > 100
     order, customer, country_then, country_now = _customer_moves_after_an_order(admin_dsn)
+    in_time, too_late = _orders_out_of_order(admin_dsn)
     applied = changelake_here("run", "--once", env=env)
     assert "changes from" in applied.stdout, applied.stdout
     # The first run computed customer_revenue whole; this one only the groups changes touched.
@@ -174,6 +200,23 @@ def test_shop_snapshot_and_demo_load(
         ).fetchone()
     assert placed is not None
     assert json.loads(revenue) == [{"country": country_now, "orders": placed[0]}]
+    # Out of order: one within the 5 minutes' lateness corrects its window; one two hours late
+    # is counted as late there, not dropped (verify above: figures + late = the table).
+    # Both shipped at once: two minutes after being placed (within the hour: matched) and two
+    # hours after (expired, once the watermark passed the hour).
+    (order_in_time, when_in_time), (order_late, when_late) = in_time, too_late
+    shown = changelake_here(
+        "query",
+        "SELECT w.late > 0 AS late, s.state FROM revenue_per_minute w JOIN time_to_ship s "
+        "ON s.first_at >= w.window_start AND s.first_at < w.window_end "
+        f"WHERE s.id IN ({order_in_time}, {order_late}) ORDER BY s.first_at DESC",
+        "--json",
+        env=env,
+    ).stdout
+    assert json.loads(shown) == [
+        {"late": False, "state": "matched"},
+        {"late": True, "state": "expired"},
+    ], (when_in_time, when_late)
     # Queryable by its name: as of a past LSN (the snapshot's), the customers as they were then.
     at = snapshotted.max_lsn
     then = (

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
-from pipelines.read.history import stored_history
+from pipelines.read.history import stored_history, versions_of
 from pipelines.read.table import covered, read_table
 from pipelines.read.verify.diff import SAMPLE, Differences
 from pipelines.read.views import DerivedView, build_view, recorded
@@ -30,6 +30,9 @@ from pipelines.views.aggregate_config import Aggregate
 from pipelines.views.config import Lookup
 from pipelines.views.enrichment import LOOKUP_LSN
 from pipelines.views.history import CURRENT, VALID_FROM_LSN
+from pipelines.views.interval_config import IntervalJoin
+from pipelines.views.window_config import EventTime
+from pipelines.views.windows import END, START
 
 _NOT_DATA = (LSN, OP, SOURCE_TS, DELETED, DELETED_AT)
 _POSITION = (LSN, PARTITION, OFFSET)
@@ -38,6 +41,10 @@ _POSITION = (LSN, PARTITION, OFFSET)
 def check_view(spark: SparkSession, view: DerivedView, timeout_s: float = 120.0) -> Differences:
     if view.spec.aggregate is not None:
         return check_aggregate(spark, view, view.spec.aggregate, timeout_s)
+    if view.spec.event_time is not None:
+        return check_event_time(spark, view, view.spec.event_time)
+    if view.spec.interval is not None:
+        return check_interval(spark, view, view.spec.interval)
     found = Differences("delta")
     ref, path = view.refs[0], view.paths[0]
     built = build_view(spark, view) if delta_exists(spark, path) else None
@@ -213,3 +220,104 @@ def _wait_covered(spark: SparkSession, view: DerivedView, timeout_s: float) -> s
 
 def _reaches(have: dict[str, int] | None, want: dict[str, int]) -> bool:
     return have is not None and all(have.get(p, 0) >= o for p, o in want.items())
+
+
+def check_event_time(spark: SparkSession, view: DerivedView, spec: EventTime) -> Differences:
+    """Windows: per window, its figures plus its late ones are what the table holds in it now,
+    computed again from the table's rows (which equal the source). Sessions: every row of the
+    table is in one session of its key, and a key's sessions are more than the gap apart."""
+    found = Differences("delta")
+    built = build_view(spark, view)
+    if built is None:
+        found.samples.append("not started (it starts when `run` prepares its table)")
+        return found
+    ref = view.refs[0]
+    rows = read_table(spark, view.paths[0], ref.soft_delete).live()
+    rows = rows.where(F.col(spec.time).isNotNull())
+    names = [n for n, _ in spec.sums]
+    if view.spec.kind == "window":
+        window = F.window(spec.time, f"{spec.size_s} seconds", f"{spec.slide_s} seconds")
+        held = rows.select(window.alias("_w"), *[F.col(c).alias(n) for n, c in spec.sums])
+        expected = held.groupBy(F.col("_w.start").alias(START), F.col("_w.end").alias(END)).agg(
+            F.count("*").alias("events"), *[F.sum(n).alias(n) for n in names]
+        )
+        shown = built.select(
+            START,
+            END,
+            (F.col("events") + F.col("late_events")).alias("events"),
+            *[(F.col(n) + F.col(f"late_{n}")).alias(n) for n in names],
+        ).where(F.col("events") != 0)
+        key: Sequence[str] = (START, END)
+    else:
+        per_key = rows.groupBy(*spec.by).agg(
+            F.count("*").alias("events"), *[F.sum(c).alias(n) for n, c in spec.sums]
+        )
+        expected = per_key
+        shown = built.groupBy(*spec.by).agg(
+            F.sum("events").alias("events"), *[F.sum(n).alias(n) for n in names]
+        )
+        following = Window.partitionBy(*spec.by).orderBy("session_start")
+        apart = built.select(
+            *spec.by, "session_end", F.lead("session_start").over(following).alias("_next")
+        )
+        _add(
+            found,
+            "differing",
+            apart.where(F.col("_next") <= F.col("session_end")),
+            spec.by,
+            "session",
+        )
+        key = spec.by
+    expected = expected.persist()
+    try:
+        found.rows = expected.count()
+        _add(found, "missing", expected.exceptAll(shown), key, "window")
+        _add(found, "extra", shown.exceptAll(expected), key, "window")
+    finally:
+        expected.unpersist()
+    return found
+
+
+def check_interval(spark: SparkSession, view: DerivedView, spec: IntervalJoin) -> Differences:
+    """Each key's pair found again by ranking instead of min-by: its first change making the
+    first condition true, and the earliest later change making the second true within the bound
+    (the view's state and lateness figures aside)."""
+    found = Differences("delta")
+    built = build_view(spark, view)
+    stored = stored_history(spark, view.paths[0])
+    if built is None or stored is None:
+        found.samples.append("not started (it starts when `run` prepares its table)")
+        return found
+    versions, key = versions_of(*stored), stored[1]
+    by_lsn = Window.partitionBy(*key).orderBy(VALID_FROM_LSN)
+    first = versions.where(F.expr(spec.first.when) & F.col(spec.first.time).isNotNull())
+    first = first.select(*key, VALID_FROM_LSN, F.col(spec.first.time).alias("first_at"))
+    first = first.select("*", F.row_number().over(by_lsn).alias("_n")).where("_n = 1")
+    second = versions.where(F.expr(spec.second.when) & F.col(spec.second.time).isNotNull())
+    second = second.select(
+        *[F.col(k).alias(f"_{k}") for k in key],
+        F.col(VALID_FROM_LSN).alias("_lsn"),
+        F.col(spec.second.time).alias("second_at"),
+    )
+    bound = F.col("first_at") + F.expr(f"INTERVAL {spec.within_s} SECONDS")
+    condition = (F.col("_lsn") > F.col(VALID_FROM_LSN)) & F.col("second_at").between(
+        F.col("first_at"), bound
+    )
+    for k in key:
+        condition &= F.col(k) == F.col(f"_{k}")
+    pairs = first.join(second, condition, "left")
+    earliest = Window.partitionBy(*key).orderBy(F.col("_lsn").asc_nulls_last())
+    expected = (
+        pairs.select(*key, "first_at", "second_at", F.row_number().over(earliest).alias("_m"))
+        .where("_m = 1")
+        .drop("_m")
+        .persist()
+    )
+    shown = built.select(*key, "first_at", "second_at")
+    try:
+        found.rows = expected.count()
+        _add(found, "missing", expected.exceptAll(shown), key, "pair")
+        _add(found, "extra", shown.exceptAll(expected), key, "pair")
+    finally:
+        expected.unpersist()
+    return found
