@@ -58,13 +58,7 @@ def check_view(spark: SparkSession, view: DerivedView, timeout_s: float = 120.0)
         current = built.where(F.col(CURRENT)).select(*data, F.col(VALID_FROM_LSN).alias(LSN))
     else:
         current = _newest(built, key).select(*data, LSN)
-    table = read.live().select(*data, LSN).persist()
-    try:
-        found.rows = table.count()
-        _add(found, "missing", table.exceptAll(current), key, "current version")
-        _add(found, "extra", current.exceptAll(table), key, "current version")
-    finally:
-        table.unpersist()
+    _compare(found, read.live().select(*data, LSN), current, key, "current version")
     if view.spec.lookup is not None:
         _check_lookups(spark, view, view.spec.lookup, built, key, found)
     return found
@@ -154,6 +148,19 @@ def _on_values(stored: DataFrame, key: Sequence[str], on: Sequence[str]) -> Data
     return rows.where(F.col(OP) != "d").select(*key, LSN, OP, *values).unionByName(filled)
 
 
+def _compare(
+    found: Differences, expected: DataFrame, shown: DataFrame, key: Sequence[str], what: str
+) -> None:
+    """Rows `expected` has that `shown` lacks are missing, the other way round extra."""
+    expected = expected.persist()
+    try:
+        found.rows = expected.count()
+        _add(found, "missing", expected.exceptAll(shown), key, what)
+        _add(found, "extra", shown.exceptAll(expected), key, what)
+    finally:
+        expected.unpersist()
+
+
 def _add(found: Differences, kind: str, rows: DataFrame, key: Sequence[str], what: str) -> None:
     rows = rows.persist()
     try:
@@ -183,14 +190,9 @@ def check_aggregate(
     ]
     key = reads[0].meta.key if reads[0].meta else ()
     current = {t: r.live() for t, r in zip(view.spec.tables, reads, strict=True)}
-    expected = aggregated(agg, view.spec.table, key, current).persist()
     stored = spark.read.format("delta").load(view.stored_at)
-    try:
-        found.rows = expected.count()
-        _add(found, "missing", expected.exceptAll(stored), key, "group")
-        _add(found, "extra", stored.exceptAll(expected.select(*stored.columns)), key, "group")
-    finally:
-        expected.unpersist()
+    expected = aggregated(agg, view.spec.table, key, current).select(*stored.columns)
+    _compare(found, expected, stored, key, "group")
     return found
 
 
@@ -268,13 +270,7 @@ def check_event_time(spark: SparkSession, view: DerivedView, spec: EventTime) ->
             "session",
         )
         key = spec.by
-    expected = expected.persist()
-    try:
-        found.rows = expected.count()
-        _add(found, "missing", expected.exceptAll(shown), key, "window")
-        _add(found, "extra", shown.exceptAll(expected), key, "window")
-    finally:
-        expected.unpersist()
+    _compare(found, expected, shown, key, "window")
     return found
 
 
@@ -311,13 +307,6 @@ def check_interval(spark: SparkSession, view: DerivedView, spec: IntervalJoin) -
         pairs.select(*key, "first_at", "second_at", F.row_number().over(earliest).alias("_m"))
         .where("_m = 1")
         .drop("_m")
-        .persist()
     )
-    shown = built.select(*key, "first_at", "second_at")
-    try:
-        found.rows = expected.count()
-        _add(found, "missing", expected.exceptAll(shown), key, "pair")
-        _add(found, "extra", shown.exceptAll(expected), key, "pair")
-    finally:
-        expected.unpersist()
+    _compare(found, expected, built.select(*key, "first_at", "second_at"), key, "pair")
     return found
