@@ -17,41 +17,35 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from pipelines import kafka_io, lakefs, progress, run_log
+from pipelines import run_log
 from pipelines.apply import connector_stream
+from pipelines.apply.background import Background
 from pipelines.apply.batch import TableApplier
-from pipelines.apply.compaction import Compactor
 from pipelines.apply.connector_batch import Member
-from pipelines.apply.guards import Watch, Watched, topic_hint, topic_problem
+from pipelines.apply.guards import Watch, Watched
 from pipelines.apply.key_change_guard import KeyChangeGuard
-from pipelines.apply.lake_layout import move_legacy
 from pipelines.apply.run_options import RunOptions
 from pipelines.apply.run_report import (
     batch_line,
     report_line,
-    snapshot_lines,
     summary_line,
     write_state,
 )
 from pipelines.apply.run_state import Stream, TableJob
-from pipelines.apply.snapshot import snapshot
 from pipelines.apply.streaming_failure import cause
-from pipelines.apply.table_views import forget_changes, start_history
-from pipelines.apply.view_maintenance import ViewMaintainer
+from pipelines.apply.table_start import prepare_table, starting_offsets
 from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.changelog.registry import SchemaRegistry, registry
 from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.read.reindex import ready_index
-from pipelines.read.table import covered
-from pipelines.read.views import DerivedView, derived_views
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
-from pipelines.sinks.delta import DeltaSink
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef, source_of_table
 
@@ -59,10 +53,8 @@ Out = Callable[[str], None]
 RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault
 DISCOVER_EVERY_S = 15.0  # how often a streaming run re-reads connectors/*.json for new tables
 SUMMARY_EVERY_S = 60.0  # how often a streaming run prints where every table stands
-COMPACTION_GRACE_S = 30.0  # how long a stopping run lets a running compaction finish
 STOP_WAIT_S = 60.0  # how long stopping a stream waits for its batch in flight
 ONCE_ATTEMPTS = 3  # a --once run gives a failing table this many tries, then reports it
-EARLIEST = -2  # Spark's startingOffsets for a partition the table has applied nothing of
 Discover = Callable[[], list[TableRef]]
 
 
@@ -87,62 +79,30 @@ class Pipeline:
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
         self.next_watch = 0.0
         self.capture = CaptureRestarts(settings.connect_url, out)
-        self.compactor = Compactor(
-            spark, settings.lake, settings.run_dir, options.compact_seconds, out
-        )
-        self.views = ViewMaintainer(spark, self._aggregates, options.views_seconds, out)
+        self.background = Background(spark, settings, options, self._refs, out)
 
     # --- one table ---------------------------------------------------------------------------
     def _prepare(self, job: TableJob) -> bool:
         """Make sure the table exists (snapshot it if not); False while its topic is empty."""
-        ref, lake = job.ref, self.settings.lake
-        sink = DeltaSink.of(self.spark, ref, lake)
-        move_legacy(self.spark, ref, lake, self.out)
-        if ref.name in self.options.resnapshot:
-            self.out(f"{ref.name}: dropping the derived table and its changelog to re-snapshot")
-            lakefs.delete(self.spark, ref.path(lake))
-            forget_changes(self.spark, ref, lake)
-            self.options = RunOptions(
-                **{
-                    **self.options.__dict__,
-                    "resnapshot": tuple(n for n in self.options.resnapshot if n != ref.name),
-                }
-            )
-        if sink.exists():
-            start_history(self.spark, ref, lake, self.out)
-            return True
-        forget_changes(self.spark, ref, lake)
-        self._set(job, "snapshotting")
-        started = time.monotonic()
-        with progress.spark_tasks(self.spark, f"{ref.name}: snapshot", self.out):
-            result = snapshot(
-                self.spark,
-                self.settings.kafka_bootstrap,
-                self._schemas(ref),
-                ref,
-                lake,
-                self.settings.run_dir,
-                check=ref.search.check if ref.search else None,
-            )
-        if result is None:
+        ref = job.ref
+        resnapshot = ref.name in self.options.resnapshot
+        if resnapshot:  # once per run
+            left = tuple(n for n in self.options.resnapshot if n != ref.name)
+            self.options = replace(self.options, resnapshot=left)
+        snapshotted = prepare_table(
+            self.spark,
+            self.settings,
+            ref,
+            resnapshot,
+            self._schemas(ref),
+            lambda: self._set(job, "snapshotting"),
+            self.out,
+        )
+        if snapshotted is None:
             self._set(job, "waiting")
             return False
-        job.snapshotted = True
-        for line in snapshot_lines(ref, result, time.monotonic() - started):
-            self.out(line)
-        start_history(self.spark, ref, lake, self.out)
+        job.snapshotted = job.snapshotted or snapshotted
         return True
-
-    def _starting_offsets(self, job: TableJob) -> dict[str, int]:
-        """Where the table's commits say it is, for every partition of its topic; refuses a
-        topic that cannot continue from there."""
-        ref, bootstrap = job.ref, self.settings.kafka_bootstrap
-        meta = covered(self.spark, ref.path(self.settings.lake))
-        job.offsets = {p: int(o) for p, o in (meta.offsets if meta else {}).items()}
-        if problem := topic_problem(bootstrap, ref.topic, job.offsets):
-            raise ChangelakeError(f"{problem}. {topic_hint(ref.name)}")
-        partitions = kafka_io.watermarks(bootstrap, ref.topic)
-        return {str(p): job.offsets.get(str(p), EARLIEST) for p in sorted(partitions)}
 
     def _schemas(self, ref: TableRef) -> SchemaRegistry:
         """Where the table's lean records find their schemas (one reader per schemas topic)."""
@@ -172,7 +132,7 @@ class Pipeline:
             self._schemas(ref),
             self._search(job),
             KeyChangeGuard(ref, self.settings.kafka_bootstrap, self._dsn(ref), self.out),
-            None if self.options.once else self.compactor,  # --once compacts as it ends
+            None if self.options.once else self.background.compactor,  # --once compacts as it ends
         )
         return Member(job.applier)
 
@@ -240,7 +200,7 @@ class Pipeline:
         offsets: dict[str, dict[str, int]] = {}
         for job in jobs:
             try:
-                start = self._starting_offsets(job)
+                job.offsets, start = starting_offsets(self.spark, self.settings, job.ref)
                 members[job.ref.topic] = self._member(job)
                 offsets[job.ref.topic] = start  # only for a topic the stream subscribes to
             except RetryableError as exc:  # OpenSearch away while its index was made ready
@@ -336,8 +296,7 @@ class Pipeline:
         self.started_at = datetime.now(UTC).isoformat()
         self._write_state()
         if not self.options.once:
-            self.compactor.start()
-            self.views.start()
+            self.background.start()
         try:
             while not self._finished():
                 for job in list(self.jobs.values()):
@@ -354,25 +313,14 @@ class Pipeline:
                     self._periodic()
                 time.sleep(0.2)
             if self.options.once and not self.stopping:
-                self._compact_all()
-                self.views.run_all()
+                self.background.finish(self.jobs.values())
         finally:  # an error leaves no query running in a session the caller may keep
             self._stop_all()
             self._write_state(ended=True)
         return self._report()
 
-    def _aggregates(self) -> list[DerivedView]:
-        refs = [j.ref for j in list(self.jobs.values())]
-        return [v for v in derived_views(self.settings, refs) if v.stored_at]
-
-    def _compact_all(self) -> None:
-        """A `--once` run leaves every table it finished compacted: its base table alone is
-        current, for readers that know nothing of the changelog."""
-        for job in self.jobs.values():
-            if job.state == "done" and job.applier is not None:
-                sealed = job.applier.seal()
-                if sealed is not None:
-                    self.compactor.run(sealed)
+    def _refs(self) -> list[TableRef]:
+        return [j.ref for j in list(self.jobs.values())]
 
     def _periodic(self) -> None:
         now = time.monotonic()
@@ -437,8 +385,7 @@ class Pipeline:
                     stream.query.awaitTermination(1)
 
     def _stop_all(self) -> None:
-        self.compactor.stop(wait_s=COMPACTION_GRACE_S)
-        self.views.stop(wait_s=COMPACTION_GRACE_S)
+        self.background.stop()
         for stream in self.streams.values():
             if stream.query is not None and stream.query.isActive:
                 self._stop_stream(stream)

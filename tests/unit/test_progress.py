@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import socket
 import threading
-import time
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -14,39 +13,74 @@ from pipelines import progress
 from tests.support import wait_for
 
 
-def held_job(spark: SparkSession, tasks: int, release: Path) -> None:
-    """A job whose tasks finish only once `release` exists (or after 60 s): it runs for as long
+class Gate:
+    """A loopback port Spark tasks wait at, on a blocking read, until `open()` closes their
+    connections (or 60 s pass): a wait on the condition itself, in the worker processes."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = self.server.getsockname()
+        self.waiting: list[socket.socket] = []
+        self.opened = threading.Event()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            with self.lock:
+                if self.opened.is_set():
+                    conn.close()
+                else:
+                    self.waiting.append(conn)
+
+    def open(self) -> None:
+        with self.lock:
+            self.opened.set()
+            for conn in self.waiting:
+                conn.close()
+
+    def close(self) -> None:
+        self.open()
+        self.server.close()
+
+
+def held_job(spark: SparkSession, tasks: int, gate: tuple[str, int]) -> None:
+    """A job whose tasks finish only once the gate opens (or after 60 s): it runs for as long
     as the test needs to watch it, however fast the machine."""
-    marker = str(release)
 
     def hold(_: int) -> None:
-        import os
+        import contextlib
+        import socket
 
-        deadline = time.monotonic() + 60
-        while not os.path.exists(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with socket.create_connection(gate, timeout=60) as conn, contextlib.suppress(TimeoutError):
+            conn.recv(1)  # b"" once the gate closes the connection
 
     spark.sparkContext.parallelize(range(tasks), tasks).foreach(hold)
 
 
 def test_counts_the_tasks_of_its_own_jobs_not_another_threads(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession,
 ) -> None:
     lines: list[str] = []
-    release = tmp_path / "release"
-    other = threading.Thread(target=held_job, args=(spark, 3, release))
+    gate = Gate()
+    other = threading.Thread(target=held_job, args=(spark, 3, gate.address))
 
     def let_go() -> None:  # once a progress line has been written, the tasks may finish
         wait_for(lambda: lines, 60, "a progress line")
-        release.touch()
+        gate.open()
 
     opener = threading.Thread(target=let_go)
     opener.start()
     with progress.spark_tasks(spark, "snapshot t", lines.append, every_s=0):
         other.start()  # a job of another thread at the same time: not this block's
-        held_job(spark, 8, release)
+        held_job(spark, 8, gate.address)
     other.join()
     opener.join()
+    gate.close()
     counts = [tuple(map(int, re.findall(r"(\d+) of (\d+) tasks", line)[0])) for line in lines]
     assert counts, "no progress line"
     assert {total for _, total in counts} == {8}
