@@ -138,6 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the whole result there (format from --csv/--json/--parquet or the suffix); "
         "without it, a table is printed (up to 10,000 rows) or CSV/JSON go to stdout",
     )
+    point = p.add_mutually_exclusive_group()
+    point.add_argument(
+        "--as-of-lsn",
+        metavar="LSN",
+        help="every table and view as of the source transactions committed at or before LSN "
+        "(0/16B3748 or a number), read from the tables' histories",
+    )
+    point.add_argument(
+        "--consistent",
+        action="store_true",
+        help="every table and view as of the newest source transaction all tables have stored "
+        "whole: never half of a multi-table transaction",
+    )
     p.set_defaults(handler=commands.query_command)
 
     p = sub.add_parser("search", help="full-text search over the indexed tables")

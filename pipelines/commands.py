@@ -150,15 +150,22 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def query_command(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.read import export, query
+    from pipelines.read.as_of import AsOf, parse_lsn
     from pipelines.read.formats import format_table
 
     chosen = "json" if args.json else "csv" if args.csv else "parquet" if args.parquet else None
     output = Path(args.output) if args.output else None
+    as_of = (
+        AsOf(parse_lsn(args.as_of_lsn)) if args.as_of_lsn else AsOf() if args.consistent else None
+    )
     if chosen or output:  # streamed, any size
         say = (lambda line: print(line, file=sys.stderr)) if output is None else print
-        export.export(settings, args.sql, export.format_of(chosen, output), output, say)
+        fmt = export.format_of(chosen, output)
+        export.export(settings, args.sql, fmt, output, say, as_of)
         return 0
-    columns, rows = query.run_query(settings, args.sql)
+    columns, rows = query.run_query(
+        settings, args.sql, as_of=as_of, say=lambda line: print(line, file=sys.stderr)
+    )
     print(format_table(columns, rows))
     return 0
 

@@ -83,7 +83,9 @@ def lake_config_path(settings: Settings) -> Path:
     return Path(os.environ.get("CHANGELAKE_LAKE_CONFIG") or settings.config_dir / "lake.json")
 
 
-LAKE_OPTIONS = ("soft_delete", "deletion_vectors")  # each a list of table names
+# Each a list of table names. `history`: tables that keep a stored history though no view reads
+# them, so a read at one transaction (`query --consistent`) can include them.
+LAKE_OPTIONS = ("soft_delete", "deletion_vectors", "history")
 
 
 def _lake_options(path: Path) -> dict[str, set[str]]:
@@ -164,10 +166,10 @@ def _qualify(refs: list[TableRef]) -> list[TableRef]:
     return out
 
 
-def _with_views(settings: Settings, refs: list[TableRef]) -> list[TableRef]:
+def _with_views(settings: Settings, refs: list[TableRef], asked: set[str]) -> list[TableRef]:
     specs = load_views(views_config_path(settings))
     check_against(specs, {r.name: not r.events for r in refs})
-    read = {t for s in specs for t in s.tables}
+    read = {t for s in specs for t in s.tables} | asked
     return [replace(r, keeps_history=r.name in read) for r in refs]
 
 
@@ -208,7 +210,7 @@ def captured(
         )
         for r in _qualify(refs)
     ]
-    refs = _with_views(settings, refs)
+    refs = _with_views(settings, refs, lake["history"])
     known = {r.name for r in refs}
     for option, names in lake.items():
         unknown = sorted(names - known)
@@ -224,8 +226,14 @@ def captured(
             f"captured tables: {', '.join(sorted(known))} (from connectors/*.json)",
         )
     for ref in refs:
-        if ref.events and (ref.soft_delete or ref.deletion_vectors):
-            option = "soft_delete" if ref.soft_delete else "deletion_vectors"
+        if ref.events and (ref.soft_delete or ref.deletion_vectors or ref.name in lake["history"]):
+            option = (
+                "soft_delete"
+                if ref.soft_delete
+                else "deletion_vectors"
+                if ref.deletion_vectors
+                else "history"
+            )
             raise ConfigError(
                 f"{lake_config_path(settings)}: {option}: {ref.name} is an append-only event "
                 "table: nothing in it is deleted or updated"

@@ -258,8 +258,9 @@ class TableApplier:
     ) -> DataFrame:
         """Every change of the batch for the history, made complete: an unchanged-TOAST value
         from the key's previous change in the batch, or else from the table before it."""
-        assert decoded.changes is not None
-        rows = carried(decoded.changes, key, decoded.toastable if stats.toasted else ())
+        changes = decoded.with_transactions  # a read at one commit LSN needs them
+        assert changes is not None
+        rows = carried(changes, key, decoded.toastable if stats.toasted else ())
         if not stats.toasted or before is None:
             return rows.drop(TOASTED)
         return completed(rows, before, key, False)

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.decode import (
+    TX,
     Fetch,
     Schemas,
     Version,
@@ -49,6 +50,13 @@ class Decoded:
 
     @property
     def changes(self) -> DataFrame | None:
+        """The good rows, as every sink but a history takes them (no transaction id)."""
+        found = self.with_transactions
+        return None if found is None else found.drop(TX)
+
+    @property
+    def with_transactions(self) -> DataFrame | None:
+        """The good rows, each with its source transaction's id (a history keeps it)."""
         return None if self.rows is None else split(self.rows)[0]
 
     @property

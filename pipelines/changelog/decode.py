@@ -40,6 +40,9 @@ _ENVELOPE_PROBE = T.StructType(
 # Columns every change row carries besides the table's own.
 LSN, OP, SOURCE_TS = "_cdc_lsn", "_cdc_op", "_cdc_source_ts"
 PARTITION, OFFSET, TOASTED = "_kafka_partition", "_kafka_offset", "_toasted"
+# The source transaction (Postgres xid) a change belongs to: histories keep it, so a read at one
+# commit LSN can take whole transactions (read/transactions.py); other sinks drop it.
+TX = "_cdc_tx"
 REASON = "_reason"
 ERROR_COLUMNS = ("topic", "partition", "offset", "value", "reason", "at")
 
@@ -297,6 +300,7 @@ def _change_columns(
         toasted.alias(TOASTED),
         F.col("partition").alias(PARTITION),
         F.col("offset").alias(OFFSET),
+        source["txId"].alias(TX),
     ]
 
 

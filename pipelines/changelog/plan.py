@@ -13,9 +13,9 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TOASTED
+from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TOASTED, TX
 
-_POSITION = (LSN, OP, SOURCE_TS, PARTITION, OFFSET, TOASTED)
+_POSITION = (LSN, OP, SOURCE_TS, PARTITION, OFFSET, TOASTED, TX)
 
 
 @dataclass(frozen=True)

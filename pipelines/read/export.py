@@ -23,6 +23,8 @@ from pipelines.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from pipelines.read.as_of import AsOf
+
 FORMATS = ("csv", "json", "parquet")
 Say = Callable[[str], None]
 
@@ -42,11 +44,19 @@ def format_of(chosen: str | None, output: Path | None) -> str:
     return suffix
 
 
-def export(settings: Settings, sql: str, fmt: str, output: Path | None, say: Say = print) -> int:
-    """Run `sql` and write its result as `fmt` to `output` (stdout when None); returns the rows."""
+def export(
+    settings: Settings,
+    sql: str,
+    fmt: str,
+    output: Path | None,
+    say: Say = print,
+    as_of: AsOf | None = None,
+) -> int:
+    """Run `sql` (as of one source transaction, with `as_of`) and write its result as `fmt` to
+    `output` (stdout when None); returns the rows."""
     if fmt == "parquet" and output is None:
         raise ConfigError("--parquet needs --output FILE (Parquet is not for a terminal)")
-    df, views = open_query(settings, sql, served=fmt != "parquet")
+    df, views = open_query(settings, sql, served=fmt != "parquet", as_of=as_of, say=say)
     if output is None:
         return _write_text(df, views, fmt, sys.stdout)
     tmp = output.with_name(f".{output.name}.{uuid.uuid4().hex[:8]}.tmp")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from py4j.protocol import Py4JJavaError
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
+
+    from pipelines.read.as_of import AsOf
+    from pipelines.read.views import At
 
 MAX_ROWS = 10_000
 ERRORS_VIEW = "_errors"
@@ -40,28 +43,43 @@ def errors_path(settings: Settings) -> str:
 
 
 def register_views(
-    spark: SparkSession, settings: Settings, refs: list[tables.TableRef], sql: str = ""
+    spark: SparkSession,
+    settings: Settings,
+    refs: list[tables.TableRef],
+    sql: str = "",
+    at: At | None = None,
 ) -> list[str]:
     """A temporary view per existing table, as of its newest change (base ⊕ changelog; a
     soft-deleting table's deleted rows marked), per view of views.json (once its tables have
     their histories; only those `sql` names, when given: building one reads its histories), and
-    `_errors`; returns the view names."""
+    `_errors`; returns the view names. `at`: tables and views as of those transactions, from
+    the histories (a table without one is left out)."""
+    from pipelines.read.history import rows_at
     from pipelines.read.served import words
     from pipelines.read.table import read_table
     from pipelines.read.views import build_view, derived_views
     from pipelines.sinks.delta import delta_exists
 
     views = []
+    named = words(sql) if sql and not sql.strip().lower().startswith("show") else None
     for ref in refs:
         path = ref.path(settings.lake)
-        if delta_exists(spark, path):
+        if not delta_exists(spark, path):
+            continue
+        if at is None:
             read_table(spark, path, ref.soft_delete).rows.createOrReplaceTempView(ref.name)
             views.append(ref.name)
-    named = words(sql) if sql and not sql.strip().lower().startswith("show") else None
+            continue
+        point = at.get(ref.prefix)
+        if (named is None or ref.name.lower() in named) and point is not None:
+            rows = rows_at(spark, path, point)
+            if rows is not None:
+                rows.createOrReplaceTempView(ref.name)
+                views.append(ref.name)
     for derived in derived_views(settings, refs):
         if named is not None and derived.name.lower() not in named:
             continue
-        frame = build_view(spark, derived)
+        frame = build_view(spark, derived, at)
         if frame is not None:
             frame.createOrReplaceTempView(derived.name)
             views.append(derived.name)
@@ -71,35 +89,54 @@ def register_views(
     return views
 
 
-def open_query(settings: Settings, sql: str, served: bool = True) -> tuple[DataFrame, list[str]]:
+def open_query(
+    settings: Settings,
+    sql: str,
+    served: bool = True,
+    as_of: AsOf | None = None,
+    say: Callable[[str], None] = print,
+) -> tuple[DataFrame, list[str]]:
     """One read-only SQL statement over the lake's views, planned (not yet run); and the view
     names, for error hints. `served`: through the running pipeline's session when one serves
-    this lake (not for a Parquet export, which the pipeline's process would write)."""
+    this lake (not for a Parquet export, which the pipeline's process would write). `as_of`:
+    every table and view as of one source transaction (read/as_of.py), in a local session;
+    `say` tells which."""
     from pyspark.errors import PySparkException
 
-    from pipelines.read.served import connect
+    from pipelines.read.as_of import read_points, refuse_without_history
+    from pipelines.read.served import connect, words
     from pipelines.read.views import derived_views
     from pipelines.spark import session
 
     _refuse_writes(sql)
     refs = tables.captured(settings)
     names = [r.name for r in refs] + [v.name for v in derived_views(settings, refs)]
-    remote = connect(settings, sql, names) if served else None  # warm session
+    if as_of is not None:
+        refuse_without_history(words(sql), refs)
+    remote = connect(settings, sql, names) if served and as_of is None else None  # warm session
     if remote is not None:
         spark, views = remote
     else:
         spark = session(settings, app="changelake-query")
         _quiet(spark)
-        views = register_views(spark, settings, refs, sql)
+        at = read_points(spark, settings, refs, as_of, say) if as_of is not None else None
+        views = register_views(spark, settings, refs, sql, at)
     try:
         return spark.sql(sql), views
     except PySparkException as exc:
         raise ChangelakeError(spark_message(exc), _tables_hint(views)) from None
 
 
-def run_query(settings: Settings, sql: str, max_rows: int = MAX_ROWS) -> tuple[list[str], Rows]:
-    """Column names and rows (Python values) of one SQL statement over the lake's views."""
-    df, views = open_query(settings, sql)
+def run_query(
+    settings: Settings,
+    sql: str,
+    max_rows: int = MAX_ROWS,
+    as_of: AsOf | None = None,
+    say: Callable[[str], None] = print,
+) -> tuple[list[str], Rows]:
+    """Column names and rows (Python values) of one SQL statement over the lake's views (as of
+    one source transaction: see open_query)."""
+    df, views = open_query(settings, sql, as_of=as_of, say=say)
     # One row past the cap tells "exactly max_rows" from "more than max_rows".
     rows = list(python_rows(df, views, max_rows + 1))
     if len(rows) > max_rows:

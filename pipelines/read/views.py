@@ -5,6 +5,7 @@ aggregate read from the Delta table `run` maintains for it (apply/view_maintenan
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,12 +13,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines.exceptions import ConfigError
-from pipelines.read.history import read_history, stored_history, versions_of
+from pipelines.read.history import read_history, rows_at, stored_history, versions_of
+from pipelines.read.table import covered
+from pipelines.read.transactions import ReadPoint
 from pipelines.settings import Settings
 from pipelines.sinks.delta import delta_exists
 from pipelines.sinks.delta_log import commit_info, newest_version
 from pipelines.sinks.history import history_of
 from pipelines.tables import TableRef
+from pipelines.views.aggregate import aggregated
 from pipelines.views.config import ViewSpec, load_views, views_config_path
 from pipelines.views.enrichment import changes, enriched
 from pipelines.views.interval_config import IntervalJoin
@@ -81,24 +85,52 @@ def recorded(spark: SparkSession, path: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get("changelake_view") == 1 else None
 
 
-def build_view(spark: SparkSession, view: DerivedView) -> DataFrame | None:
-    """The view as of its tables' stored histories; None until they all have one."""
+At = Mapping[str, ReadPoint]  # per connector (topic prefix): the transactions a read takes
+
+
+def build_view(spark: SparkSession, view: DerivedView, at: At | None = None) -> DataFrame | None:
+    """The view as of its tables' stored histories (or of the transactions `at` takes from
+    them); None until they all have one."""
+    points = tuple(at.get(r.prefix) for r in view.refs) if at is not None else None
     if view.spec.kind == "history":
-        return read_history(spark, view.paths[0])
+        return read_history(spark, view.paths[0], _first(points))
+    if view.stored_at and points is not None:  # computed whole from the tables at the point
+        return _aggregate_at(spark, view, points)
     if view.stored_at:  # maintained by `run`
         exists = delta_exists(spark, view.stored_at)
         return spark.read.format("delta").load(view.stored_at) if exists else None
     if view.spec.event_time is not None:
-        return _event_time(spark, view, view.spec.event_time)
+        return _event_time(spark, view, view.spec.event_time, _first(points))
     if view.spec.interval is not None:
-        return _interval(spark, view, view.spec.interval)
-    return _enrichment(spark, view)
+        return _interval(spark, view, view.spec.interval, _first(points))
+    return _enrichment(spark, view, points)
 
 
-def _interval(spark: SparkSession, view: DerivedView, spec: IntervalJoin) -> DataFrame | None:
+def _first(points: tuple[ReadPoint | None, ...] | None) -> ReadPoint | None:
+    return points[0] if points else None
+
+
+def _aggregate_at(
+    spark: SparkSession, view: DerivedView, points: tuple[ReadPoint | None, ...]
+) -> DataFrame | None:
+    agg = view.spec.aggregate
+    assert agg is not None
+    current: dict[str, DataFrame] = {}
+    for name, path, point in zip(view.spec.tables, view.paths, points, strict=True):
+        rows = rows_at(spark, path, point) if point is not None else None
+        if rows is None:
+            return None
+        current[name] = rows
+    meta = covered(spark, view.paths[0])
+    return aggregated(agg, view.spec.table, meta.key, current) if meta is not None else None
+
+
+def _interval(
+    spark: SparkSession, view: DerivedView, spec: IntervalJoin, at: ReadPoint | None
+) -> DataFrame | None:
     from pyspark.errors import AnalysisException
 
-    found = stored_history(spark, view.paths[0])
+    found = stored_history(spark, view.paths[0], at)
     if found is None:
         return None
     versions = versions_of(*found)
@@ -120,8 +152,10 @@ def _timestamp(where: str, table: str, column: str, versions: DataFrame) -> None
         raise ConfigError(f"{where}: {table}.{column} is {what}, not a timestamp or date")
 
 
-def _event_time(spark: SparkSession, view: DerivedView, spec: EventTime) -> DataFrame | None:
-    versions = read_history(spark, view.paths[0])
+def _event_time(
+    spark: SparkSession, view: DerivedView, spec: EventTime, at: ReadPoint | None
+) -> DataFrame | None:
+    versions = read_history(spark, view.paths[0], at)
     if versions is None:
         return None
     where, table = view.spec.where, view.spec.table
@@ -135,10 +169,14 @@ def _event_time(spark: SparkSession, view: DerivedView, spec: EventTime) -> Data
     return windows(versions, spec) if view.spec.kind == "window" else sessions(versions, spec)
 
 
-def _enrichment(spark: SparkSession, view: DerivedView) -> DataFrame | None:
+def _enrichment(
+    spark: SparkSession, view: DerivedView, points: tuple[ReadPoint | None, ...] | None
+) -> DataFrame | None:
     spec, lookup = view.spec, view.spec.lookup
     assert lookup is not None
-    stream, other = stored_history(spark, view.paths[0]), stored_history(spark, view.paths[1])
+    first, second = points or (None, None)
+    stream = stored_history(spark, view.paths[0], first)
+    other = stored_history(spark, view.paths[1], second)
     if stream is None or other is None:
         return None
     (stored, key), versions = stream, versions_of(*other)

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
+from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TX
 from pipelines.sinks.delta import DELETED, DELETED_AT, data_schema, delta_exists
 
 HISTORIES = "_history"
@@ -42,7 +42,7 @@ class HistorySink:
 
     def data_schema(self) -> T.StructType:
         """Its columns, without the change's own (LSN, op, time, Kafka position)."""
-        return data_schema(self.spark, self.path, {LSN, OP, SOURCE_TS, PARTITION, OFFSET})
+        return data_schema(self.spark, self.path, {LSN, OP, SOURCE_TS, PARTITION, OFFSET, TX})
 
     def seed(self, current: DataFrame) -> None:
         """Start the history from the table's rows as they are (`current`, live rows only):
@@ -51,6 +51,8 @@ class HistorySink:
             "*",
             F.lit(None).cast("int").alias(PARTITION),
             F.lit(None).cast("long").alias(OFFSET),
+            F.lit(None).cast("long").alias(TX),
         )
-        ordered = [c for c in rows.columns if c not in (LSN, OP, SOURCE_TS, PARTITION, OFFSET)]
-        self.append(rows.select(*ordered, OP, LSN, SOURCE_TS, PARTITION, OFFSET))
+        position = (LSN, OP, SOURCE_TS, PARTITION, OFFSET, TX)
+        ordered = [c for c in rows.columns if c not in position]
+        self.append(rows.select(*ordered, OP, LSN, SOURCE_TS, PARTITION, OFFSET, TX))

@@ -225,3 +225,43 @@ def test_shop_snapshot_and_demo_load(
     )
     shown = changelake_here("query", then, "--json", env=env).stdout
     assert json.loads(shown) == [{"n": count_then}]  # not the customers the load added
+    _assert_reads_at_one_transaction(spark, admin_dsn, tmp_path / "lake", env)
+
+
+BALANCE = (
+    "SELECT count(*) AS orders, "
+    "count(CASE WHEN o.total <> coalesce(l.s, 0) THEN 1 END) AS unbalanced FROM {o} o "
+    "LEFT JOIN (SELECT order_id, sum(qty * unit_price) AS s FROM {l} GROUP BY order_id) l "
+    "ON o.id = l.order_id"
+)
+
+
+def _assert_reads_at_one_transaction(
+    spark: SparkSession, dsn: str, lake: Path, env: dict[str, str]
+) -> None:
+    """`query --consistent` (all caught up: the newest transaction) balances orders against
+    their lines as the source does; `--as-of-lsn` the LSN of an order's own insert, inside the
+    transaction that placed it with its lines, shows neither (it committed later), where a
+    filter on the changes' own LSNs shows the order without its lines."""
+    consistent = changelake_here(
+        "query", BALANCE.format(o="orders", l="order_lines"), "--consistent", "--json", env=env
+    )
+    assert "read as of commit LSN" in consistent.stderr, consistent.stderr
+    with psycopg.connect(dsn) as conn:
+        source = conn.execute(BALANCE.format(o="public.orders", l="public.order_lines")).fetchone()
+        placed = conn.execute("SELECT max(order_id) FROM public.order_lines").fetchone()
+    assert source is not None and placed is not None
+    assert json.loads(consistent.stdout) == [{"orders": source[0], "unbalanced": source[1]}]
+    stored = spark.read.format("delta").load(history_of(f"{lake}/shop/public/orders"))
+    inserted = stored.where((F.col("id") == placed[0]) & (F.col("_cdc_op") == "c")).first()
+    assert inserted is not None and inserted["_cdc_tx"] is not None
+    lsn = int(inserted["_cdc_lsn"])
+    both = (
+        f"SELECT (SELECT count(*) FROM orders WHERE id = {placed[0]}) AS orders, "
+        f"(SELECT count(*) FROM order_lines WHERE order_id = {placed[0]}) AS lines"
+    )
+    at = changelake_here("query", both, "--as-of-lsn", str(lsn), "--json", env=env)
+    assert json.loads(at.stdout) == [{"orders": 0, "lines": 0}], at.stderr
+    lines = spark.read.format("delta").load(history_of(f"{lake}/shop/public/order_lines"))
+    naive = lines.where((F.col("order_id") == placed[0]) & (F.col("_cdc_lsn") <= lsn)).count()
+    assert naive == 0  # its lines came after the order in the transaction: the split is real

@@ -47,6 +47,7 @@ def refused(env: dict[str, str], *args: str) -> str:
         ('{"soft_delete": ["invoices"]}', "lake.json: soft_delete: no captured table invoices"),
         ('{"deletion_vectors": "orders"}', "lake.json: deletion_vectors: must be a list of"),
         ('{"deletion_vectors": ["x"]}', "lake.json: deletion_vectors: no captured table x"),
+        ('{"history": ["x"]}', "lake.json: history: no captured table x"),
     ],
 )
 def test_a_bad_lake_json_is_named_before_anything_runs(

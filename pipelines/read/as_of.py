@@ -1,0 +1,104 @@
+"""`changelake query --as-of-lsn LSN` and `--consistent`: every table and view read as of the
+same source transaction (read/transactions.py), from the tables' stored histories.
+
+`--consistent` reads at the newest commit LSN every table keeping a history has reached, so a
+query never sees half of a multi-table transaction; `--as-of-lsn` at one the caller names, which
+must not be past that point (a table would miss transactions committed before it). A table
+without a history cannot be read at a point: naming one is an error that says how to keep one.
+LSNs are one database's: with several connectors, each is read at its own point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from pipelines.exceptions import ChangelakeError
+from pipelines.read.table import covered
+from pipelines.read.transactions import (
+    Reached,
+    ReadPoint,
+    committed,
+    consistent_lsn,
+    reached,
+    read_point,
+)
+from pipelines.settings import Settings
+from pipelines.sinks.delta import delta_exists
+from pipelines.sinks.history import history_of
+from pipelines.tables import TableRef
+
+
+@dataclass(frozen=True)
+class AsOf:
+    lsn: int | None = None  # None: the newest consistent point
+
+
+def pg_lsn(lsn: int) -> str:
+    """An LSN as Postgres writes it (`0/16B3748`)."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def parse_lsn(text: str) -> int:
+    """`0/16B3748` (as Postgres writes it) or a plain number (as Debezium's `source.lsn`)."""
+    high, slash, low = text.strip().partition("/")
+    try:
+        return (int(high, 16) << 32 | int(low, 16)) if slash else int(high)
+    except ValueError:
+        raise ChangelakeError(
+            f"--as-of-lsn: {text!r} is not an LSN",
+            "write it as Postgres does (0/16B3748) or as a number (a change's _cdc_lsn)",
+        ) from None
+
+
+def read_points(
+    spark: SparkSession,
+    settings: Settings,
+    refs: list[TableRef],
+    as_of: AsOf,
+    say: Callable[[str], None],
+) -> dict[str, ReadPoint]:
+    """Per connector (topic prefix) with tables keeping a history: the transactions a read as
+    of `as_of` takes."""
+    points: dict[str, ReadPoint] = {}
+    for prefix in sorted({r.prefix for r in refs if r.keeps_history}):
+        kept = [r for r in refs if r.prefix == prefix and r.keeps_history]
+        transactions = committed(spark, settings.kafka_bootstrap, prefix)
+        progress = [p for r in kept if (p := _reached(spark, settings, r)) is not None]
+        newest = consistent_lsn(transactions, progress) if progress else 0
+        lsn = newest if as_of.lsn is None else as_of.lsn
+        if lsn > newest:
+            raise ChangelakeError(
+                f"--as-of-lsn {pg_lsn(lsn)}: connector {kept[0].connector}'s tables have not all "
+                f"stored every transaction committed by then; the newest point they have is "
+                f"{pg_lsn(newest)}",
+                "read at it with --consistent, or wait for `changelake run` to catch up",
+            )
+        points[prefix] = read_point(transactions, lsn, prefix)
+        say(
+            f"{kept[0].connector}: read as of commit LSN {pg_lsn(lsn)} ({lsn}): every "
+            f"transaction committed by then, none after"
+        )
+    return points
+
+
+def _reached(spark: SparkSession, settings: Settings, ref: TableRef) -> Reached | None:
+    path = ref.path(settings.lake)
+    meta = covered(spark, path) if delta_exists(spark, history_of(path)) else None
+    if meta is None:
+        return None
+    stored = spark.read.format("delta").load(history_of(path))
+    return reached(ref.name, f"{ref.schema}.{ref.table}", stored, meta)
+
+
+def refuse_without_history(named: set[str], refs: list[TableRef]) -> None:
+    """A table the statement names that cannot be read at a point."""
+    for ref in refs:
+        if ref.name.lower() in named and not ref.keeps_history:
+            raise ChangelakeError(
+                f"{ref.name} keeps no history, so it cannot be read as of one transaction",
+                f'add it to lake.json\'s "history" (["{ref.name}"]) or to a view of views.json; '
+                "its history starts at the next `changelake run`",
+            )
