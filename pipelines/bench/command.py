@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines import kafka_io
 from pipelines.bench import (
     baseline_stream,
     pipeline_runs,
@@ -20,6 +19,7 @@ from pipelines.bench import (
     resources,
     source,
     stages,
+    views_phase,
 )
 from pipelines.bench.baseline_stream import BaselineStream
 from pipelines.bench.connector_pair import ConnectorPair
@@ -36,7 +36,7 @@ from pipelines.bench.sustained import (
     run_steps,
     timeline,
 )
-from pipelines.bench.visibility import changelog_commits, commits, freshness_figures, table_shape
+from pipelines.bench.visibility import ends_of, freshness_figures, last_offsets, table_shape
 from pipelines.chaos.pipeline_process import PipelineProcess
 from pipelines.demo.seed import seed
 from pipelines.search.client import SearchClient
@@ -114,6 +114,7 @@ class Bench:
             self._snapshot()
             self._stage_limits(dsn)
             steps, moments = self._sustained(dsn, sampler)
+            self.figures["views"] = views_phase.measure(self._views_run(dsn), self.options.rate)
             self._baseline_sustained(dsn)
         finally:  # a connector left running would hold its slot, and its WAL, for nothing
             source.remove_connectors(self.settings, self.say)
@@ -218,7 +219,7 @@ class Bench:
     ) -> tuple[list[Step], dict[str, Any]]:
         o = self.options
         pipeline = PipelineProcess(self.env, self._pipeline_log(), ("--trigger-seconds", "1"))
-        ends = {t: _ends(self.settings, t) for t in source.topics()}
+        ends = {t: ends_of(self.settings.kafka_bootstrap, t) for t in source.topics()}
         pipeline.start()
         sampler.add("changelake run", pipeline.pid)
         watch = IndexWatch(
@@ -228,7 +229,7 @@ class Bench:
         watch.start()
         try:
             self._wait(
-                lambda: _alive(pipeline) and self._streaming(),
+                lambda: pipeline.alive() and self._streaming(),
                 "the pipeline to stream",
                 600,
             )
@@ -273,6 +274,24 @@ class Bench:
         self.figures["baseline_sustained"] = sustained_figures(steps)
         self.figures["baseline_freshness"] = summarize(seen).as_dict() if seen else None
 
+    def _views_run(self, dsn: str) -> views_phase.ViewsRun:
+        load = self._load(dsn)
+        return views_phase.ViewsRun(
+            self.settings.kafka_bootstrap,
+            self.env,
+            self.lake,
+            {t: self.table(n) for n, t in zip(source.TABLES, source.topics(), strict=True)},
+            dict(zip(source.topics(), source.TABLES, strict=True)),
+            self.out_dir / "views-pipeline.log",
+            self.settings.config_dir / "views.json",
+            lambda rate: load(rate, self.options.step_s, 17),
+            lambda: {t: ends_of(self.settings.kafka_bootstrap, t) for t in source.topics()},
+            self._streaming,
+            self._applied_everything,
+            lambda ready, what, timeout_s: self._wait(ready, what, timeout_s),
+            self.say,
+        )
+
     def _pipeline_log(self) -> Path:
         return self.out_dir / "pipeline.log"  # the streaming run's, for its rounds' figures
 
@@ -315,8 +334,8 @@ class Bench:
     def _applied_everything(self) -> bool:
         """Every table's last commit has reached its topic's end (a tombstone-only tail aside)."""
         for name, topic in zip(source.TABLES, source.topics(), strict=True):
-            applied = _last_offsets(self.table(name))
-            ends = _ends(self.settings, topic)
+            applied = last_offsets(self.table(name))
+            ends = ends_of(self.settings.kafka_bootstrap, topic)
             if any(applied.get(p, 0) < high - 1 for p, high in ends.items()):
                 return False
         return True
@@ -372,26 +391,8 @@ class Bench:
             "timeline": timeline(steps, seen),
             "query": f.get("query"),
             "rounds": round_figures(self._pipeline_log().read_text(errors="replace").splitlines()),
+            "views": f.get("views"),
         }
-
-
-def _alive(pipeline: PipelineProcess) -> bool:
-    pipeline.check_alive()  # raises, with the run's last lines, if it exited
-    return True
-
-
-def _ends(settings: Settings, topic: str) -> dict[int, int]:
-    return {
-        p: high for p, (_, high) in kafka_io.watermarks(settings.kafka_bootstrap, topic).items()
-    }
-
-
-def _last_offsets(table: Path) -> dict[int, int]:
-    offsets: dict[int, int] = {}
-    for _, meta in [*commits(table), *changelog_commits(table)]:
-        for p, o in (meta.get("offsets") or {}).items():
-            offsets[int(p)] = max(int(o), offsets.get(int(p), 0))
-    return offsets
 
 
 def _spark_version() -> str:

@@ -28,6 +28,7 @@ from pipelines.bench.records import RecordFigures, records_section
 from pipelines.bench.rounds import RoundFigures, rounds_section
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
 from pipelines.bench.steps_section import steps_section
+from pipelines.bench.views_phase import views_section
 from pipelines.exceptions import ConfigError
 
 REPORT_FILES = ("results.json", "report.md", "freshness.png")
@@ -122,6 +123,7 @@ class _Later(TypedDict, total=False):
     rounds: RoundFigures | None  # where the streaming run's time went
     records: RecordFigures | None  # change records by converter: changelake's and the stock one
     query: QueryFigures | None  # `changelake query` through the running pipeline, and alone
+    views: dict[str, Any] | None  # views.json's views: their cost and freshness (views_phase)
 
 
 class Results(_Later):
@@ -362,6 +364,7 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         *records_section(results.get("records")),
         *rounds_section(results.get("rounds")),
         *query_section(results.get("query")),
+        *views_section(results.get("views")),
         "## Resources",
         "CPU seconds and peak resident memory (sum over each service's processes; shared memory "
         "counts once per process that maps it).",

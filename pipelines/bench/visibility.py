@@ -107,6 +107,20 @@ def topic_changes(bootstrap: str, topic: str, start: dict[int, int]) -> list[Cha
     return changes
 
 
+def ends_of(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's end offset now."""
+    return {p: high for p, (_, high) in kafka_io.watermarks(bootstrap, topic).items()}
+
+
+def last_offsets(table: Path) -> dict[int, int]:
+    """Per partition, the next offset the table's commits (base and changelog) have applied."""
+    offsets: dict[int, int] = {}
+    for _, meta in [*commits(table), *changelog_commits(table)]:
+        for p, o in (meta.get("offsets") or {}).items():
+            offsets[int(p)] = max(int(o), offsets.get(int(p), 0))
+    return offsets
+
+
 def commit_lags(table_path: Path) -> list[tuple[int, float]]:
     """(commit time ms, seconds by which its newest change was already old): the table's lag as
     each commit left it."""

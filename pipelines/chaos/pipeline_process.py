@@ -57,6 +57,12 @@ class PipelineProcess:
         """A pipeline that exits by itself under faults has given up: that is a finding."""
         self._running()
 
+    def alive(self) -> bool:
+        """True while it runs; raises, with the run's last lines, once it has exited (for a
+        wait's condition)."""
+        self._running()
+        return True
+
     def _running(self) -> subprocess.Popen[bytes]:
         if self.proc is None:
             raise ChangelakeError("chaos: the pipeline was never started")

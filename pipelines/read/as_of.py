@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from pipelines.exceptions import ChangelakeError
+from pipelines.pg import pg_lsn
 from pipelines.read.table import covered
 from pipelines.read.transactions import (
     Reached,
@@ -34,11 +35,6 @@ from pipelines.tables import TableRef
 @dataclass(frozen=True)
 class AsOf:
     lsn: int | None = None  # None: the newest consistent point
-
-
-def pg_lsn(lsn: int) -> str:
-    """An LSN as Postgres writes it (`0/16B3748`)."""
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def parse_lsn(text: str) -> int:
