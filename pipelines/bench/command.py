@@ -74,32 +74,28 @@ class BenchOptions:
 class Bench:
     def __init__(self, settings: Settings, options: BenchOptions, out_dir: Path, say: Say):
         self.settings, self.options, self.out_dir, self.say = settings, options, out_dir, say
-        self.lake = out_dir / "lake"
+        self.lake, shop = out_dir / "lake", settings.config_dir
         self.env = {
             **os.environ,
             "CHANGELAKE_LAKE": str(self.lake),
             "CHANGELAKE_CHECKPOINTS": str(out_dir / "checkpoints"),
             "CHANGELAKE_CONNECTORS_DIR": str(out_dir / "connectors"),
-            "CHANGELAKE_SEARCH_CONFIG": str(self._search_config()),
+            "CHANGELAKE_SEARCH_CONFIG": self._config("search.json", shop / "search.json"),
             # The base pipeline alone, as the baseline (which keeps no views) and as the reports
-            # before views were measured: views.json's views are not derived here.
-            "CHANGELAKE_VIEWS_CONFIG": str(self._no_views()),
+            # before views were measured: no views, no histories (views_phase adds the views).
+            "CHANGELAKE_VIEWS_CONFIG": self._config("views.json", '{"views": {}}\n'),
+            "CHANGELAKE_LAKE_CONFIG": self._config("lake.json", _no_history(shop / "lake.json")),
         }
         self.log = out_dir / "bench.log"
         self.connector = source.connector_name(out_dir.name)
         self.figures: dict[str, Any] = {"records": {}}
         self.pair = ConnectorPair(settings, out_dir, self.figures["records"], say)
 
-    def _search_config(self) -> Path:
+    def _config(self, name: str, text: str | Path) -> str:
+        """A config file of the bench's own (`text`, or a copy of that file), by path."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        path = self.out_dir / "search.json"
-        path.write_text((self.settings.config_dir / "search.json").read_text())
-        return path
-
-    def _no_views(self) -> Path:
-        path = self.out_dir / "views.json"
-        path.write_text('{"views": {}}\n')
-        return path
+        (self.out_dir / name).write_text(text.read_text() if isinstance(text, Path) else text)
+        return str(self.out_dir / name)
 
     def table(self, name: str) -> Path:
         return self.lake / source.PREFIX / "public" / name
@@ -393,6 +389,11 @@ class Bench:
             "rounds": round_figures(self._pipeline_log().read_text(errors="replace").splitlines()),
             "views": f.get("views"),
         }
+
+
+def _no_history(lake_json: Path) -> str:
+    options = json.loads(lake_json.read_text())
+    return json.dumps({k: v for k, v in options.items() if k != "history"})
 
 
 def _spark_version() -> str:

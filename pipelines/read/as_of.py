@@ -10,12 +10,15 @@ LSNs are one database's: with several connectors, each is read at its own point.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from pyspark.sql import SparkSession
 
-from pipelines.exceptions import ChangelakeError
+from pipelines import kafka_io
+from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.pg import pg_lsn
 from pipelines.read.table import covered
 from pipelines.read.transactions import (
@@ -23,13 +26,16 @@ from pipelines.read.transactions import (
     ReadPoint,
     committed,
     consistent_lsn,
+    oldest_commit,
     reached,
-    read_point,
+    transaction_topic,
 )
 from pipelines.settings import Settings
-from pipelines.sinks.delta import delta_exists
+from pipelines.sinks.delta import CommitMeta, delta_exists
 from pipelines.sinks.history import history_of
 from pipelines.tables import TableRef
+
+LOOK_BACK = 4  # records before a table's covered end searched for its last change
 
 
 @dataclass(frozen=True)
@@ -62,20 +68,29 @@ def read_points(
     for prefix in sorted({r.prefix for r in refs if r.keeps_history}):
         kept = [r for r in refs if r.prefix == prefix and r.keeps_history]
         transactions = committed(spark, settings.kafka_bootstrap, prefix)
+        oldest = oldest_commit(transactions, prefix)
         progress = [p for r in kept if (p := _reached(spark, settings, r)) is not None]
-        newest = consistent_lsn(transactions, progress) if progress else 0
+        newest = consistent_lsn(transactions, progress, oldest) if progress else 0
         lsn = newest if as_of.lsn is None else as_of.lsn
+        connector = kept[0].connector
         if lsn > newest:
             raise ChangelakeError(
-                f"--as-of-lsn {pg_lsn(lsn)}: connector {kept[0].connector}'s tables have not all "
+                f"--as-of-lsn {pg_lsn(lsn)}: connector {connector}'s tables have not all "
                 f"stored every transaction committed by then; the newest point they have is "
                 f"{pg_lsn(newest)}",
                 "read at it with --consistent, or wait for `changelake run` to catch up",
             )
-        points[prefix] = read_point(transactions, lsn, prefix)
+        if lsn < oldest:
+            raise ChangelakeError(
+                f"--as-of-lsn {pg_lsn(lsn)}: {transaction_topic(prefix)} no longer holds the "
+                f"transactions committed by then (its oldest commit is {pg_lsn(oldest)}), so a "
+                "read there could split one",
+                "read at a later LSN; the topic keeps a week (retention.ms)",
+            )
+        points[prefix] = ReadPoint(lsn, transactions, oldest)
         say(
-            f"{kept[0].connector}: read as of commit LSN {pg_lsn(lsn)} ({lsn}): every "
-            f"transaction committed by then, none after"
+            f"{connector}: read as of commit LSN {pg_lsn(lsn)} ({lsn}): every transaction "
+            "committed by then, none after"
         )
     return points
 
@@ -86,7 +101,39 @@ def _reached(spark: SparkSession, settings: Settings, ref: TableRef) -> Reached 
     if meta is None:
         return None
     stored = spark.read.format("delta").load(history_of(path))
-    return reached(ref.name, f"{ref.schema}.{ref.table}", stored, meta)
+    found = reached(ref.name, f"{ref.schema}.{ref.table}", stored, meta)
+    return found if found.tagged else _from_topic(settings.kafka_bootstrap, ref, meta, found)
+
+
+def _from_topic(bootstrap: str, ref: TableRef, meta: CommitMeta, found: Reached) -> Reached:
+    """For a history whose newest covered change has no transaction id (its seed, or stored
+    before ids were kept): that change's transaction from the table's topic, and whether the
+    record after the covered ones (a transaction's records are consecutive) is of another."""
+    ((partition, end),) = meta.offsets.items()
+    last: tuple[int, int] | None = None  # xid, LSN
+    for offset in range(end - 1, max(end - 1 - LOOK_BACK, -1), -1):  # past tombstones
+        source = _source(bootstrap, ref.topic, int(partition), offset)
+        if source is not None:
+            last = (int(source["txId"]), int(source["lsn"])) if source.get("txId") else None
+            break
+    if last is None:  # a snapshot read, or nothing to tell by: its LSN, as a snapshot's
+        return replace(found, tagged=True)
+    high = kafka_io.watermarks(bootstrap, ref.topic)[int(partition)][1]
+    after = _source(bootstrap, ref.topic, int(partition), end) if end < high else None
+    whole = after is None or after.get("txId") != last[0]
+    return replace(found, tx=last[0], lsn=last[1], whole=whole, tagged=True)
+
+
+def _source(bootstrap: str, topic: str, partition: int, offset: int) -> dict[str, Any] | None:
+    """The `source` block of the change at that offset (None: a tombstone, or compacted away)."""
+    try:
+        raw = kafka_io.fetch_one(bootstrap, topic, partition, offset)
+    except RetryableError:
+        return None
+    value = json.loads(raw.value) if raw.value else None
+    payload = value.get("payload", value) if isinstance(value, dict) else None
+    source = payload.get("source") if isinstance(payload, dict) else None
+    return source if isinstance(source, dict) else None
 
 
 def refuse_without_history(named: set[str], refs: list[TableRef]) -> None:

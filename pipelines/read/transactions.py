@@ -16,7 +16,8 @@ has changes for it. The point is the newest commit before the earliest such tran
 table.
 
 Changes stored before histories kept transaction ids, snapshot reads and a history's seed rows
-carry none: they count by their own LSN (a snapshot's is where it was taken).
+carry none: they count by their own LSN (a snapshot's is where it was taken). When such a change
+is the newest a table covers, its transaction is read from the table's topic (read/as_of.py).
 """
 
 from __future__ import annotations
@@ -100,31 +101,38 @@ class ReadPoint:
 
     def of(self, stored: DataFrame) -> DataFrame:
         """A stored history's changes of those transactions (dropped: its transaction ids)."""
+        stored = with_tx(stored)
         tx = F.col(TX)
-        inside = self.transactions.where(F.col(COMMIT) <= F.lit(self.lsn)).select(
-            F.col(XID).alias(TX)
-        )
-        known = self.transactions.select(F.col(XID).alias(TX))
+        ends = self.transactions.select(F.col(XID).alias("_xid"), F.col(COMMIT).alias("_at"))
+        # A change belongs to the END of its xid above its LSN: an xid (32 bits) comes back
+        # after ~4 billion transactions, a history keeps changes for good.
+        theirs = (tx == F.col("_xid")) & (F.col(LSN) < F.col("_at"))
         tagged = stored.where(tx.isNotNull() & (F.col(OP) != "r"))
-        by_commit = tagged.join(inside, TX, "left_semi")
+        inside = ends.where(F.col("_at") <= F.lit(self.lsn))
+        by_commit = tagged.join(inside, theirs, "left_semi")
         # A transaction whose END left the topic's retention committed before everything it
         # holds: its changes count by their own LSN, as those with no transaction id do.
-        aged = tagged.join(known, TX, "left_anti").where(F.col(LSN) < F.lit(self.oldest))
+        aged = tagged.join(ends, theirs, "left_anti").where(F.col(LSN) < F.lit(self.oldest))
         untagged = stored.where(tx.isNull() | (F.col(OP) == "r"))
         by_lsn = aged.unionByName(untagged).where(F.col(LSN) <= F.lit(self.lsn))
         return by_commit.unionByName(by_lsn).drop(TX)
 
 
-def read_point(transactions: DataFrame, lsn: int, prefix: str) -> ReadPoint:
-    """The connector `prefix`'s transactions up to commit `lsn`."""
-    row = transactions.agg(F.min(COMMIT), F.max(COMMIT)).first()
+def with_tx(stored: DataFrame) -> DataFrame:
+    """A history as of before transaction ids were kept has none until its next append."""
+    return stored if TX in stored.columns else stored.withColumn(TX, F.lit(None).cast("long"))
+
+
+def oldest_commit(transactions: DataFrame, prefix: str) -> int:
+    """The oldest commit LSN the connector's transaction topic still holds."""
+    row = transactions.agg(F.min(COMMIT)).first()
     if row is None or row[0] is None:
         raise ChangelakeError(
             f"connector with topic prefix {prefix}: {transaction_topic(prefix)} holds no "
             "transaction, so no read can take whole transactions",
             "set provide.transaction.metadata to true in its connectors/*.json and apply it",
         )
-    return ReadPoint(lsn, transactions, int(row[0]))
+    return int(row[0])
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,9 @@ class Reached:
     tx: int | None  # that change's transaction (None: a snapshot read, or none stored)
     lsn: int  # that change's LSN
     held: int  # how many changes of that transaction the history holds
+    # Whether it holds all of them, when its topic says (None: `held` against the END's count).
+    whole: bool | None = None
+    tagged: bool = True  # False: that change was stored without its transaction's id
 
 
 def reached(table: str, collection: str, stored: DataFrame, meta: CommitMeta) -> Reached:
@@ -149,6 +160,7 @@ def reached(table: str, collection: str, stored: DataFrame, meta: CommitMeta) ->
     covered = F.lit(False)
     for partition, offset in meta.offsets.items():
         covered |= (F.col(PARTITION) == int(partition)) & (F.col(OFFSET) < int(offset))
+    stored = with_tx(stored)
     position = F.struct(F.col(OFFSET), F.col(LSN))
     row = (
         stored.where(covered | F.col(OFFSET).isNull())
@@ -158,30 +170,40 @@ def reached(table: str, collection: str, stored: DataFrame, meta: CommitMeta) ->
     last = row["last"] if row is not None else None
     if last is None:
         return Reached(table, collection, None, 0, 0)
-    tx = None if last[OP] == "r" else last[TX]
-    held = stored.where(covered & (F.col(TX) == F.lit(tx))).count() if tx is not None else 0
-    return Reached(table, collection, tx, int(last[LSN]), held)
+    if last[OP] == "r":
+        return Reached(table, collection, None, int(last[LSN]), 0)
+    if last[TX] is None:  # a seed row, or stored before ids were kept: its topic must say
+        return Reached(table, collection, None, int(last[LSN]), 0, tagged=False)
+    # Distinct changes: a batch replayed after a crash, or Debezium sending a change again,
+    # stores it twice.
+    mine = stored.where(covered & (F.col(TX) == F.lit(last[TX])))
+    held = mine.select(LSN, OP).distinct().count()
+    return Reached(table, collection, int(last[TX]), int(last[LSN]), held)
 
 
-def consistent_lsn(transactions: DataFrame, tables: list[Reached]) -> int:
-    """The newest commit LSN that every table in `tables` has reached (see the module)."""
+def consistent_lsn(transactions: DataFrame, tables: list[Reached], oldest: int) -> int:
+    """The newest commit LSN that every table in `tables` has reached (see the module);
+    `oldest`: the oldest commit `transactions` holds."""
     lasts = [t.tx for t in tables if t.tx is not None]
-    found = {
-        int(r[XID]): (int(r[COMMIT]), r[COUNTS] or {})
-        for r in transactions.where(F.col(XID).isin(lasts)).collect()
-    }
+    rows = transactions.where(F.col(XID).isin(lasts)).collect()
     blocks: list[Column] = []
     for t in tables:
         since, whole = t.lsn, True
-        if t.tx is not None and t.tx in found:
-            since, counts = found[t.tx]
-            whole = t.held >= int(counts.get(t.collection, 0))
-        elif t.tx is not None:  # its END not read yet: it committed after every one read
-            since = t.lsn - 1
+        # Its END: the first of its xid above the change (an xid comes back, see ReadPoint).
+        mine = sorted(
+            (int(r[COMMIT]), r[COUNTS] or {}) for r in rows if r[XID] == t.tx and r[COMMIT] > t.lsn
+        )
+        if t.tx is not None and mine:
+            since, counts = mine[0]
+            whole = t.held >= int(counts.get(t.collection, 0)) if t.whole is None else t.whole
+        elif t.tx is not None and t.lsn >= oldest:
+            # Its END not visible yet: it commits after every END read, so the table holds
+            # every one of those transactions (its topic is in commit order).
+            continue
         needs = F.coalesce(F.col(COUNTS)[t.collection], F.lit(0)) > 0
         later = F.col(COMMIT) >= F.lit(since) if not whole else F.col(COMMIT) > F.lit(since)
         blocks.append(F.min(F.when(needs & later, F.col(COMMIT))))
-    first_block = F.least(*blocks) if len(blocks) > 1 else blocks[0]
+    first_block = (F.least(*blocks) if len(blocks) > 1 else blocks[0]) if blocks else F.lit(None)
     limit = transactions.agg(first_block.alias("b"), F.max(COMMIT).alias("newest")).first()
     assert limit is not None
     if limit["b"] is None:

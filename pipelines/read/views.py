@@ -92,6 +92,8 @@ def build_view(spark: SparkSession, view: DerivedView, at: At | None = None) -> 
     """The view as of its tables' stored histories (or of the transactions `at` takes from
     them); None until they all have one."""
     points = tuple(at.get(r.prefix) for r in view.refs) if at is not None else None
+    if points is not None and None in points:  # a table of it has no history to read at one
+        return None
     if view.spec.kind == "history":
         return read_history(spark, view.paths[0], _first(points))
     if view.stored_at and points is not None:  # computed whole from the tables at the point
