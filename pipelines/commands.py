@@ -171,7 +171,7 @@ def query_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def status_command(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.read import status
+    from pipelines.read import status, status_print
     from pipelines.spark import session
 
     if args.pipeline:
@@ -184,7 +184,7 @@ def status_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
-        status.print_report(report)
+        status_print.print_report(report)
     return status.exit_code(report)
 
 

@@ -24,10 +24,10 @@ from confluent_kafka import KafkaException
 from pipelines import kafka_io, tables
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.pg import pg_lsn
-from pipelines.read.formats import grid
 from pipelines.read.query import errors_path
+from pipelines.read.status_print import byte_size
 from pipelines.read.table import TableRead, read_table
-from pipelines.read.view_status import view_lines, views_report
+from pipelines.read.view_status import views_report
 from pipelines.read.views import derived_views
 from pipelines.search.client import SearchClient
 from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
@@ -305,8 +305,8 @@ def slot_warnings(
             continue
         connector = (owners or {}).get(name) or "NAME"
         head = (
-            f"slot {name} holds {_bytes(lag)} of WAL Debezium has not confirmed,"
-            f" over the {_bytes(threshold)} set by {SLOT_LAG_WARN_VAR}"
+            f"slot {name} holds {byte_size(lag)} of WAL Debezium has not confirmed,"
+            f" over the {byte_size(threshold)} set by {SLOT_LAG_WARN_VAR}"
         )
         # The slot advances when Connect commits the connector's offsets to Kafka; `changelake
         # run` reads Kafka, not the slot, so it is never the cause and not worth sending anyone to.
@@ -333,91 +333,3 @@ def slot_warnings(
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-# --- Printing ----------------------------------------------------------------------------------
-
-_HEADER = [
-    "table",
-    "state",
-    "rows",
-    "applied LSN",
-    "source commit time",
-    "lag",
-    "index LSN",
-    "docs",
-    "errors",
-]
-_RIGHT = [False, False, True, False, False, True, False, True, True]
-
-
-def print_report(report: dict[str, Any]) -> None:
-    print(_pipeline_line(report["pipeline"]))
-    cells = [_table_cells(name, t) for name, t in report["tables"].items()]
-    for line in grid(_HEADER, cells, _RIGHT):
-        print(line)
-    for line in view_lines(report.get("views", {})):
-        print(line)
-    for name, slot in report["slots"].items():
-        print(_slot_line(name, slot))
-    for problem in report["problems"]:
-        print(f"problem: {problem}")
-    for name, t in report["tables"].items():
-        if t.get("error"):
-            print(f"{name}: {t['error']}")
-
-
-def _pipeline_line(pipeline: dict[str, Any]) -> str:
-    if not pipeline["running"]:
-        return "pipeline: not running (start it with `changelake run`)"
-    return f"pipeline: running, pid {pipeline['pid']}, started {pipeline.get('started') or '?'}"
-
-
-def _table_cells(name: str, t: dict[str, Any]) -> list[str]:
-    rows = _number(t["rows"])
-    if t.get("soft_deleted"):
-        rows += f" (+{t['soft_deleted']:,} deleted)"
-    return [
-        name,
-        t["state"],
-        rows,
-        t["applied_lsn_pg"] or "-",
-        t["source_commit_time"] or "-",
-        _number(t["lag_records"]),
-        *_index_cells(t.get("index")),
-        _number(t["errors"]),
-    ]
-
-
-def _index_cells(index: dict[str, Any] | None) -> list[str]:
-    if index is None:
-        return ["(not indexed)", "-"]
-    if index["index"] is None:
-        return ["(no index yet)", "-"]
-    return [index["applied_lsn_pg"] or "-", _number(index["docs"])]
-
-
-def _number(value: int | None) -> str:
-    return "-" if value is None else f"{value:,}"
-
-
-def _slot_line(name: str, slot: dict[str, Any]) -> str:
-    if slot["exists"] is None:
-        return f"slot {name}: unknown (Postgres did not answer)"
-    if not slot["exists"]:
-        return f"slot {name}: does not exist yet (apply the connector: changelake connectors apply)"
-    reader = "active" if slot["active"] else "INACTIVE (no connector reads it; WAL piles up)"
-    return f"slot {name}: {reader}, {_bytes(slot['slot_lag_bytes'])} of WAL not yet confirmed"
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "? bytes"
-    if n < 1024:
-        return f"{n} bytes"
-    size = n / 1024
-    for unit in ("KiB", "MiB"):
-        if size < 1024:
-            return f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
