@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 PACKAGE_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 PACKAGE_POOLS = Path(__file__).resolve().parent / "fairscheduler.xml"
 FETCH_MAX_WAIT_MS = 10  # see kafka_options
+# Compiled code classes kept (Spark's default 100). The shop's round of four tables under load
+# loaded ~1,800 classes before the count stopped growing; a class is tens of KB of metaspace.
+CODEGEN_CACHE_ENTRIES = 2000
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 
 
@@ -101,6 +104,11 @@ def session(
         .config("spark.scheduler.allocation.file", f"file:{PACKAGE_POOLS}")
         # Delta rebuilds a table's state with this many tasks (default 50): a few suffice here.
         .config("spark.databricks.delta.snapshotPartitions", "2")
+        # Compiled query code is cached by its text, 100 classes by default: a round of four
+        # tables' batches needs more, so the cache evicted each class before its next use and
+        # every batch compiled its code again, then had the JIT compile the new classes (about
+        # 80 classes a second, a quarter of the JVM's CPU under load; see CODEGEN_CACHE_ENTRIES).
+        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
     )
     for name, value in {**s3a_conf(settings, os.environ), **(conf or {})}.items():
         builder = builder.config(name, value)
