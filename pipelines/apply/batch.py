@@ -138,6 +138,9 @@ class TableApplier:
     def resume(self) -> None:
         """Where the commits say the table is: what it covers, and a fresh epoch to append to
         (changes a crashed run appended and never compacted are sealed with the next one)."""
+        self.changelog.keep_properties()
+        if self.history is not None:
+            self.history.keep_properties()
         base_meta, log_meta = commits(self.spark, self.base.path)
         self.previous = newest(base_meta, log_meta)
         self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1

@@ -34,7 +34,7 @@ from pipelines.tables import TableRef
 Out = Callable[[str], None]
 POOL = "compaction"  # its Spark scheduler pool, see fairscheduler.xml
 VACUUM_EVERY_S = 3600.0  # how often a running pipeline removes a changelog's dropped files
-REST_FACTOR = 3.0  # after a compaction of d seconds the compactor rests min(3 d, interval)
+REST_FACTOR = 3.0  # after a compaction of d seconds the compactor rests 3 d
 
 
 @dataclass(frozen=True)
@@ -173,8 +173,11 @@ class Compactor:
             finally:
                 # Compactions back to back would hold a core for good on a small machine (a
                 # MERGE into a large base table costs about the same however few changes it
-                # folds): resting keeps them to a quarter of the time, and each folds more.
-                rest = min(REST_FACTOR * (time.monotonic() - started), self.every_s)
+                # folds): resting keeps them to a quarter of the time, and each folds more. Not
+                # capped by the interval: a 20 s MERGE resting only 30 s kept the compactor busy
+                # 40% of the time, and every round beside it took half as long again (freshness
+                # p50 6.9 s against 5.3 s at 1,000 row changes/s; the base tables lag longer).
+                rest = REST_FACTOR * (time.monotonic() - started)
                 with self.changed:
                     self.busy = None
                     self.changed.wait_for(lambda: self.stopping, rest)

@@ -17,11 +17,23 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.decode import OFFSET, PARTITION
-from pipelines.sinks.delta import META_COLUMNS, CommitMeta, data_schema, delta_exists, q
+from pipelines.sinks.delta import (
+    META_COLUMNS,
+    CommitMeta,
+    data_schema,
+    delta_exists,
+    keep_properties,
+    q,
+)
 
 EPOCH = "_cdc_epoch"
 CHANGELOGS = "_changelog"  # beside the base tables: <lake>/<prefix>/_changelog/<schema>/<table>
 KEEP_DROPPED_HOURS = 1  # a dropped epoch's files stay on disk this long (then VACUUM)
+# Delta writes a checkpoint (the table's whole state, as Parquet) inside every tenth commit by
+# default: for a table appended every second that stalled one round in three or four by 2-5 s.
+# A reader replays at most this many small commit files after the newest checkpoint. The
+# stored histories are appended as often, and take the same.
+APPENDED_OFTEN = {"delta.checkpointInterval": "100"}
 
 
 def changelog_of(base_path: str) -> str:
@@ -46,6 +58,7 @@ class ChangelogSink:
             .option("userMetadata", meta.to_json())
             .option("mergeSchema", "true")
             .option("delta.enableDeletionVectors", "false")
+            .options(**APPENDED_OFTEN)
             .option("delta.deletedFileRetentionDuration", f"interval {KEEP_DROPPED_HOURS} hours")
             .save(self.path)
         )
@@ -74,6 +87,10 @@ class ChangelogSink:
 
     def exists(self) -> bool:
         return delta_exists(self.spark, self.path)
+
+    def keep_properties(self) -> None:
+        """A changelog made before APPENDED_OFTEN was set gets it."""
+        keep_properties(self.spark, self.path, APPENDED_OFTEN)
 
     def data_schema(self) -> T.StructType:
         """The table's columns, without where each row came from."""

@@ -146,6 +146,19 @@ def evolve(spark: SparkSession, path: str, evolution: Evolution) -> None:
         spark.sql(f"ALTER TABLE {table} ALTER COLUMN {q(f.name)} TYPE {f.dataType.simpleString()}")
 
 
+def keep_properties(spark: SparkSession, path: str, properties: Mapping[str, str]) -> None:
+    """Give the Delta table at `path`, if there is one, these table properties where it lacks
+    them (a write sets its `delta.*` options only as it creates the table)."""
+    if not delta_exists(spark, path):
+        return
+    found = DeltaTable.forPath(spark, path).detail().first()
+    held = (found["properties"] if found else None) or {}
+    stale = {k: v for k, v in properties.items() if held.get(k) != v}
+    if stale:
+        listed = ", ".join(f"'{k}' = '{v}'" for k, v in stale.items())
+        spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ({listed})")
+
+
 def q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 

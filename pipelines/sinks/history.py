@@ -12,7 +12,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TX
-from pipelines.sinks.delta import DELETED, DELETED_AT, data_schema, delta_exists
+from pipelines.sinks.changelog import APPENDED_OFTEN
+from pipelines.sinks.delta import DELETED, DELETED_AT, data_schema, delta_exists, keep_properties
 
 HISTORIES = "_history"
 
@@ -37,8 +38,13 @@ class HistorySink:
             .mode("append")
             .option("mergeSchema", "true")
             .option("delta.enableDeletionVectors", "false")
+            .options(**APPENDED_OFTEN)
             .save(self.path)
         )
+
+    def keep_properties(self) -> None:
+        """A history made before APPENDED_OFTEN was set gets it."""
+        keep_properties(self.spark, self.path, APPENDED_OFTEN)
 
     def data_schema(self) -> T.StructType:
         """Its columns, without the change's own (LSN, op, time, Kafka position)."""

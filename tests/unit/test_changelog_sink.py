@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pipelines.sinks.changelog import ChangelogSink, changelog_of
+from pipelines.sinks.changelog import APPENDED_OFTEN, ChangelogSink, changelog_of
 from pipelines.sinks.delta import CommitMeta, latest_commit
 
 ROWS = "id long, v string, _cdc_lsn long, _cdc_op string, _kafka_partition int, _kafka_offset long"
@@ -44,3 +44,29 @@ def test_appends_new_columns_and_dropped_epochs(spark: SparkSession, tmp_path: P
     assert pinned.count() == 3
     assert latest_commit(spark, sink.path)[1] == meta(3, 20)  # the delete hides nothing covered
     assert "_cdc_epoch" not in sink.rows(0).columns
+
+
+def _interval(spark: SparkSession, path: str) -> str | None:
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    assert detail is not None
+    return detail["properties"].get("delta.checkpointInterval")
+
+
+def test_checkpoints_seldom_also_in_changelogs_made_before(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A changelog is appended every round: Delta's checkpoint every tenth commit stalled one
+    round in a few, so changelogs checkpoint every APPENDED_OFTEN commits, old ones too."""
+    made = ChangelogSink(spark, changelog_of(f"{tmp_path}/public/new"))
+    made.keep_properties()  # nothing there yet: nothing to do, and no table made
+    assert not made.exists()
+    made.append(spark.createDataFrame([(1, "a", 10, "c", 0, 0)], ROWS), 1, meta(1, 10))
+    assert _interval(spark, made.path) == APPENDED_OFTEN["delta.checkpointInterval"]
+
+    old = ChangelogSink(spark, changelog_of(f"{tmp_path}/public/old"))
+    rows = spark.createDataFrame([(1, "a", 10, "c", 0, 0)], ROWS).selectExpr("*", "1 _cdc_epoch")
+    rows.write.format("delta").partitionBy("_cdc_epoch").save(old.path)  # as releases before
+    assert _interval(spark, old.path) is None
+    old.keep_properties()
+    assert _interval(spark, old.path) == APPENDED_OFTEN["delta.checkpointInterval"]
+    assert sorted(r.v for r in old.rows(0).collect()) == ["a"]  # its rows untouched
