@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 
 from pipelines.changelog.decode import OFFSET, PARTITION
 from pipelines.sinks.delta import (
+    APPENDED_OFTEN,
     META_COLUMNS,
     CommitMeta,
     data_schema,
@@ -29,11 +30,6 @@ from pipelines.sinks.delta import (
 EPOCH = "_cdc_epoch"
 CHANGELOGS = "_changelog"  # beside the base tables: <lake>/<prefix>/_changelog/<schema>/<table>
 KEEP_DROPPED_HOURS = 1  # a dropped epoch's files stay on disk this long (then VACUUM)
-# Delta writes a checkpoint (the table's whole state, as Parquet) inside every tenth commit by
-# default: for a table appended every second that stalled one round in three or four by 2-5 s.
-# A reader replays at most this many small commit files after the newest checkpoint. The
-# stored histories are appended as often, and take the same.
-APPENDED_OFTEN = {"delta.checkpointInterval": "100"}
 
 
 def changelog_of(base_path: str) -> str:

@@ -146,6 +146,13 @@ def evolve(spark: SparkSession, path: str, evolution: Evolution) -> None:
         spark.sql(f"ALTER TABLE {table} ALTER COLUMN {q(f.name)} TYPE {f.dataType.simpleString()}")
 
 
+# Table properties of the tables appended every round (changelogs, stored histories). Delta
+# writes a checkpoint (the table's whole state, as Parquet) inside every tenth commit by default:
+# that stalled one round in three or four by 2-5 s. A reader replays at most this many small
+# commit files after the newest checkpoint.
+APPENDED_OFTEN = {"delta.checkpointInterval": "100"}
+
+
 def keep_properties(spark: SparkSession, path: str, properties: Mapping[str, str]) -> None:
     """Give the Delta table at `path`, if there is one, these table properties where it lacks
     them (a write sets its `delta.*` options only as it creates the table)."""

@@ -12,8 +12,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TX
-from pipelines.sinks.changelog import APPENDED_OFTEN
-from pipelines.sinks.delta import DELETED, DELETED_AT, data_schema, delta_exists, keep_properties
+from pipelines.sinks.delta import (
+    APPENDED_OFTEN,
+    DELETED,
+    DELETED_AT,
+    data_schema,
+    delta_exists,
+    keep_properties,
+)
 
 HISTORIES = "_history"
 
