@@ -86,6 +86,12 @@ def lags(
     return found
 
 
+def read_to(ends: Sequence[BatchEnd], marks: Mapping[int, tuple[int, int]]) -> bool:
+    """Whether the newest batch read every partition up to its high watermark."""
+    last = ends[-1].ends if ends else {}
+    return all(last.get(p, low) >= high for p, (low, high) in marks.items())
+
+
 def _by_partition(changes: Sequence[Change]) -> Mapping[int, list[Change]]:
     parts: dict[int, list[Change]] = defaultdict(list)
     for change in changes:
@@ -165,9 +171,15 @@ def sustained(
             lag for changes, ends in observed() for lag in lags(changes, ends, since_ms, until_ms)
         ]
 
+    def caught_up() -> bool:
+        return all(
+            read_to(batch_ends(path, t), kafka_io.watermarks(bootstrap, t))
+            for t, path in checkpoints.items()
+        )
+
     stream.start()
     try:
-        steps = run_steps(load, lags_between, rates, step_s, settle_s, max_lag_s, say)
+        steps = run_steps(load, lags_between, rates, step_s, settle_s, max_lag_s, say, caught_up)
     finally:
         stream.stop()
     seen = [

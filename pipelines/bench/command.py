@@ -237,6 +237,7 @@ class Bench:
                 o.settle_s,
                 o.max_lag_s,
                 self.say,
+                self._applied_everything,
             )
             # Bounded: after a step the pipeline could not sustain, the backlog may take long.
             self._wait(self._applied_everything, "the pipeline to catch up", 180, required=False)
@@ -366,7 +367,7 @@ class Bench:
                 "rows": f["rows"],
                 "rate": o.rate,
                 "seconds": o.step_s,
-                "step_rates": o.rates[: len(steps)],
+                "step_rates": [s.result.target_rate for s in steps],
                 "settle_s": o.settle_s,
                 "max_lag_s": o.max_lag_s,
             },

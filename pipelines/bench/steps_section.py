@@ -24,7 +24,7 @@ def _steps_table(steps: Sequence[Mapping[str, Any]]) -> str:
     ]
     header = ["target transactions/s", "achieved transactions/s", "row changes/s", "lag bounded"]
     header += ["freshness to Delta p50 (s)", "p99 (s)"]
-    return md.table(header, rows) + _steps_caveat(steps)
+    return md.table(header, rows) + _steps_caveat(steps) + _between_note(steps)
 
 
 def steps_section(
@@ -57,3 +57,13 @@ def _steps_caveat(steps: Sequence[Mapping[str, Any]]) -> str:
             f" {md.count(last['target_rate'])} transactions/s asked for in the last step."
         )
     return text
+
+
+def _between_note(steps: Sequence[Mapping[str, Any]]) -> str:
+    """A last step slower than the one before it is the step in between (`run_steps`)."""
+    if len(steps) < 2 or steps[-1]["target_rate"] >= steps[-2]["target_rate"]:
+        return ""
+    return (
+        "\n\nThe last step ran once the backlog of the one before it had drained, halfway"
+        " between the last bounded rate and the first unbounded one."
+    )

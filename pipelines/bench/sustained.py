@@ -18,6 +18,8 @@ from pipelines.search.client import SearchClient
 
 Say = Callable[[str], None]
 PLOT_POINTS = 1500
+# A step in between runs on a drained pipeline, not on the backlog of the step it failed.
+DRAIN_S = 240.0
 Load = Callable[[float, float, int], PgbenchRun]  # (transactions/s, seconds, seed) → what it did
 
 
@@ -50,30 +52,90 @@ def run_steps(
     settle_s: float,
     max_lag_s: float,
     say: Say,
+    caught_up: Callable[[], bool] | None = None,
 ) -> list[Step]:
-    """Each rate for `step_s`; stops after the first step whose lag was not bounded."""
+    """Each rate for `step_s`; stops after the first step whose lag was not bounded. Then, if
+    the step before it was bounded and the pipeline catches up (`caught_up`) within DRAIN_S,
+    one more step halfway between the two: doubling leaves the highest sustained rate known
+    only to a factor of two."""
     steps: list[Step] = []
     for number, rate in enumerate(rates, 1):
-        started_ms = int(time.time() * 1000)
-        say(f"bench: step {number}/{len(rates)}: {rate:g} transactions/s for {step_s:.0f} s")
-        load = load_at(rate, step_s, 100 + number)
-        time.sleep(min(10.0, settle_s))  # commits of the step's last batches land after it
-        lags = lags_between(started_ms, started_ms + int((step_s + 10) * 1000))
-        samples = sorted(((at - started_ms) / 1000, lag) for at, lag in lags)
-        bounded = lag_is_bounded(samples, settle_s=settle_s, max_lag_s=max_lag_s)
-        achieved = load.row_changes / load.seconds if load.seconds else 0.0
-        transactions = load.transactions / load.seconds if load.seconds else 0.0
-        result = StepResult(rate, achieved, bounded, tuple(samples), transactions)
-        worst = max((lag for _, lag in samples), default=float("nan"))
-        say(
-            f"  {transactions:,.0f} transactions/s, {achieved:,.0f} row changes/s achieved;"
-            f" {len(samples)} commits, worst lag {worst:.1f} s:"
-            f" {'bounded' if bounded else 'NOT bounded'}"
-        )
-        steps.append(Step(result, started_ms, lags))
-        if not bounded:
+        label = f"{number}/{len(rates)}"
+        load = _paced(load_at, rate, step_s, 100 + number)
+        steps.append(_step(load, lags_between, rate, step_s, settle_s, max_lag_s, say, label))
+        if not steps[-1].result.bounded:
             break
+    else:
+        return steps
+    between = refining_rate([s.result for s in steps])
+    if between is None or caught_up is None:
+        return steps
+    say(f"bench: waiting for step {len(steps)}'s backlog to drain before a step in between")
+    if not _within(caught_up, DRAIN_S):
+        say(f"  not drained after {DRAIN_S:.0f} s: no step in between")
+        return steps
+    steps.append(
+        _step(
+            _paced(load_at, between, step_s, 100 + len(rates) + 1),
+            lags_between,
+            between,
+            step_s,
+            settle_s,
+            max_lag_s,
+            say,
+            "in between",
+        )
+    )
     return steps
+
+
+def refining_rate(results: Sequence[StepResult]) -> float | None:
+    """Halfway between the last two steps' rates when the last was not bounded and the one
+    before it was (None otherwise: nothing bounded to refine from, or nothing unbounded)."""
+    if len(results) < 2 or results[-1].bounded or not results[-2].bounded:
+        return None
+    return (results[-2].target_rate + results[-1].target_rate) / 2
+
+
+def _within(ready: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
+    return True
+
+
+def _paced(load_at: Load, rate: float, step_s: float, seed: int) -> Callable[[], PgbenchRun]:
+    return lambda: load_at(rate, step_s, seed)
+
+
+def _step(
+    run_load: Callable[[], PgbenchRun],
+    lags_between: Lags,
+    rate: float,
+    step_s: float,
+    settle_s: float,
+    max_lag_s: float,
+    say: Say,
+    label: str,
+) -> Step:
+    started_ms = int(time.time() * 1000)
+    say(f"bench: step {label}: {rate:g} transactions/s for {step_s:.0f} s")
+    load = run_load()
+    time.sleep(min(10.0, settle_s))  # commits of the step's last batches land after it
+    lags = lags_between(started_ms, started_ms + int((step_s + 10) * 1000))
+    samples = sorted(((at - started_ms) / 1000, lag) for at, lag in lags)
+    bounded = lag_is_bounded(samples, settle_s=settle_s, max_lag_s=max_lag_s)
+    achieved = load.row_changes / load.seconds if load.seconds else 0.0
+    transactions = load.transactions / load.seconds if load.seconds else 0.0
+    worst = max((lag for _, lag in samples), default=float("nan"))
+    say(
+        f"  {transactions:,.0f} transactions/s, {achieved:,.0f} row changes/s achieved;"
+        f" {len(samples)} commits, worst lag {worst:.1f} s:"
+        f" {'bounded' if bounded else 'NOT bounded'}"
+    )
+    return Step(StepResult(rate, achieved, bounded, tuple(samples), transactions), started_ms, lags)
 
 
 def judged_by_freshness(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bench.baseline_stream import BatchEnd, batch_ends, freshness, lags
+from pipelines.bench.baseline_stream import BatchEnd, batch_ends, freshness, lags, read_to
 from pipelines.bench.visibility import Change
 
 
@@ -51,3 +51,12 @@ def test_lag_is_the_age_of_the_newest_change_a_batch_had_read() -> None:
     changes = [Change(1, 1_000, 0, 0), Change(2, 1_500, 0, 1), Change(3, 5_000, 0, 2)]
     assert lags(changes, ends, 0, 10_000) == [(2_000, 0.5), (6_000, 1.0), (9_000, 4.0)]
     assert lags(changes, ends, 3_000, 8_000) == [(6_000, 1.0)]
+
+
+def test_caught_up_once_the_newest_batch_read_every_partition_to_its_end() -> None:
+    marks = {0: (0, 40), 1: (7, 7)}  # partition 1 holds nothing
+    assert read_to([BatchEnd(1, {0: 10}), BatchEnd(2, {0: 40})], marks)
+    assert not read_to([BatchEnd(1, {0: 39})], marks)
+    assert not read_to([BatchEnd(1, {0: 40})], {**marks, 2: (0, 3)})  # a partition never read
+    assert not read_to([], marks)
+    assert read_to([], {1: (7, 7)})

@@ -197,6 +197,19 @@ def test_all_steps_bounded_reads_as_a_lower_bound_and_names_a_short_load(
     assert "reached 190 of the 800 transactions/s" in text
 
 
+def test_a_step_in_between_is_named_and_counts_by_its_rate(results: Results) -> None:
+    steps = [
+        StepResult(2000, 3900, True, achieved_transactions=2000),
+        StepResult(4000, 6500, False, achieved_transactions=3400),
+        StepResult(3000, 5600, True, achieved_transactions=2900),
+    ]
+    shown = {**results, "sustained": sustained_figures(steps)}
+    assert shown["sustained"]["highest_bounded_rate"] == 5600
+    text = markdown({**shown, "ratios": ratios(shown)})
+    assert "| 3,000 | 2,900 | 5,600 | yes |" in text
+    assert "halfway between the last bounded rate and the first unbounded one" in text
+
+
 def test_the_records_section_compares_the_converters_per_figure(results: Results) -> None:
     results["records"] = {
         "lean": {"bytes_per_record": {"orders": 500.0}, "changes_per_s": 9000.0},
