@@ -32,13 +32,12 @@ FETCH_MAX_WAIT_MS = 10  # see kafka_options
 # Compiled code classes kept (Spark's default 100). The shop's round of four tables under load
 # loaded ~1,800 classes before the count stopped growing; a class is tens of KB of metaspace.
 CODEGEN_CACHE_ENTRIES = 2000
-# The driver JVM compiles with C1 alone and collects with the parallel collector. On two cores
-# C2 and G1's concurrent threads take CPU from the work itself while a fresh JVM warms up:
-# `run --once` over ~11k changes, old and new alternated, had them queryable in 19.1-23.8 s
-# (six runs, median 23.4) with these flags and 25.2-27.1 s (five, median 26.0) without. A
-# streaming run at 1,000 row changes/s was no different beyond run-to-run noise (p50 5.6 and
-# 7.3 s against 7.1 and 6.5 s).
-DRIVER_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+# The driver JVM collects with the parallel collector: on two cores G1's concurrent threads take
+# CPU from the work itself. `run --once` over ~12k changes, runs interleaved: queryable in 24.5
+# and 22.0 s against 26.0 and 25.7 s with G1, exited (compaction done) in 46.3 and 45.0 s
+# against 52.3 and 52.8 s. Compiling with C1 alone (-XX:TieredStopAtLevel=1) cut a further
+# ~2 s there, but made `make bench`'s 2M-row snapshot 41% slower (99 s against 70 s).
+DRIVER_JVM_FLAGS = "-XX:+UseParallelGC"
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 
 
