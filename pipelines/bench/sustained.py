@@ -15,6 +15,7 @@ from pipelines.bench.stats import StepResult, lag_is_bounded, percentiles
 from pipelines.bench.visibility import Visible, commit_lags
 from pipelines.exceptions import ChangelakeError
 from pipelines.search.client import SearchClient
+from pipelines.stack.process import wait_until
 
 Say = Callable[[str], None]
 PLOT_POINTS = 1500
@@ -61,8 +62,11 @@ def run_steps(
     steps: list[Step] = []
     for number, rate in enumerate(rates, 1):
         label = f"{number}/{len(rates)}"
-        load = _paced(load_at, rate, step_s, 100 + number)
-        steps.append(_step(load, lags_between, rate, step_s, settle_s, max_lag_s, say, label))
+        steps.append(
+            _step(
+                load_at, 100 + number, lags_between, rate, step_s, settle_s, max_lag_s, say, label
+            )
+        )
         if not steps[-1].result.bounded:
             break
     else:
@@ -71,12 +75,13 @@ def run_steps(
     if between is None or caught_up is None:
         return steps
     say(f"bench: waiting for step {len(steps)}'s backlog to drain before a step in between")
-    if not _within(caught_up, DRAIN_S):
+    if not wait_until(caught_up, DRAIN_S, interval_s=1.0):
         say(f"  not drained after {DRAIN_S:.0f} s: no step in between")
         return steps
     steps.append(
         _step(
-            _paced(load_at, between, step_s, 100 + len(rates) + 1),
+            load_at,
+            100 + len(rates) + 1,
             lags_between,
             between,
             step_s,
@@ -97,21 +102,9 @@ def refining_rate(results: Sequence[StepResult]) -> float | None:
     return (results[-2].target_rate + results[-1].target_rate) / 2
 
 
-def _within(ready: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(1.0)
-    return True
-
-
-def _paced(load_at: Load, rate: float, step_s: float, seed: int) -> Callable[[], PgbenchRun]:
-    return lambda: load_at(rate, step_s, seed)
-
-
 def _step(
-    run_load: Callable[[], PgbenchRun],
+    load_at: Load,
+    seed: int,
     lags_between: Lags,
     rate: float,
     step_s: float,
@@ -122,7 +115,7 @@ def _step(
 ) -> Step:
     started_ms = int(time.time() * 1000)
     say(f"bench: step {label}: {rate:g} transactions/s for {step_s:.0f} s")
-    load = run_load()
+    load = load_at(rate, step_s, seed)
     time.sleep(min(10.0, settle_s))  # commits of the step's last batches land after it
     lags = lags_between(started_ms, started_ms + int((step_s + 10) * 1000))
     samples = sorted(((at - started_ms) / 1000, lag) for at, lag in lags)
