@@ -11,7 +11,7 @@ CHAOS_ROWS ?= 2000
 CHAOS_ROUNDS ?= 6
 
 .DEFAULT_GOAL := help
-.PHONY: help setup up down demo chaos bench test test-unit lint format clean-state
+.PHONY: help setup up down demo chaos bench test test-unit lint format
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'

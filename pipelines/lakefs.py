@@ -11,10 +11,26 @@ from pyspark.sql import SparkSession
 from pipelines.exceptions import ConfigError
 
 
-def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+def _jclass(spark: SparkSession, name: str) -> Any:
+    """A JVM class by its full name, looked up once per JVM: py4j resolves `jvm.org.apache...`
+    one package at a time, each a round trip whose failed class lookup searches every jar on
+    the classpath (~2 ms a file check, hundreds of them as a run starts)."""
     jvm = spark._jvm
     assert jvm is not None
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    key = (jvm, name)  # the JVM's view itself, not its id: a stopped one is never mistaken
+    if key not in _CLASSES:
+        found = jvm
+        for part in name.split("."):
+            found = getattr(found, part)
+        _CLASSES[key] = found
+    return _CLASSES[key]
+
+
+_CLASSES: dict[tuple[Any, str], Any] = {}
+
+
+def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    hpath = _jclass(spark, "org.apache.hadoop.fs.Path")(path)
     return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath
 
 
@@ -43,9 +59,7 @@ def read_text(spark: SparkSession, path: str) -> str:
     fs, hpath = _fs(spark, path)
     stream = fs.open(hpath)
     try:
-        jvm = spark._jvm
-        assert jvm is not None
-        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        return str(_jclass(spark, "org.apache.commons.io.IOUtils").toString(stream, "UTF-8"))
     finally:
         stream.close()
 

@@ -61,13 +61,17 @@ def reindex(
 
 
 def catch_up(
-    spark: SparkSession, table: TableRef, lake: str, sink: SearchSink, out: Callable[[str], None]
+    spark: SparkSession,
+    table: TableRef,
+    lake: str,
+    read: TableRead,
+    sink: SearchSink,
+    out: Callable[[str], None],
 ) -> int | None:
-    """Bring an index that is behind its table up to it: the changes a failed batch appended
-    before OpenSearch took them. They are all in the changelog still, because an epoch is
-    sealed for compaction only after its batches reached the index. The documents written, or
-    None when the base table holds changes the index lacks (then rebuild instead)."""
-    read = _read(spark, table, lake)
+    """Bring an index that is behind its table (`read`) up to it: the changes a failed batch
+    appended before OpenSearch took them. They are all in the changelog still, because an epoch
+    is sealed for compaction only after its batches reached the index. The documents written,
+    or None when the base table holds changes the index lacks (then rebuild instead)."""
     meta, applied = read.meta, sink.applied_lsn()
     if meta is None or applied is None:
         return None
@@ -102,7 +106,7 @@ def ready_index(
     why = "the table was just snapshotted" if snapshotted else None
     if why is None and read.meta is not None:
         why = sink.stale_because(read.rows.schema, read.meta.key)
-    if why is None and catch_up(spark, table, lake, sink, out) is None:
+    if why is None and catch_up(spark, table, lake, read, sink, out) is None:
         why = "it is behind the table by changes compacted since"
     if why is not None:
         out(f"{table.name}: building its search index, because {why}")

@@ -4,21 +4,20 @@
 busy pipeline); every reader of a table asks it twice (base table and changelog), and the running
 pipeline asks it whenever it serves a new version to queries. Commit files are what Delta itself
 reads: `_last_checkpoint` says where the newest checkpoint is, the commits after it are found by
-probing `<version>.json` upwards (a checkpoint is written every ten commits), and a commit's
+probing `<version>.json` upwards (`last_present`), and a commit's
 `commitInfo` line holds its userMetadata and operation metrics.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from pipelines import lakefs
-
-_PROBES = 200  # beyond this many commits after the checkpoint, list the directory instead
 
 
 def log_dir(path: str) -> str:
@@ -36,12 +35,22 @@ def newest_version(spark: SparkSession, path: str, known: int = -1) -> int:
         version = known
     else:  # first look, or the table was deleted (and maybe made again) since
         version = _checkpointed(spark, path)
-    for _ in range(_PROBES):
-        if not lakefs.exists(spark, commit_file(path, version + 1)):
-            return version
-        version += 1
-    listed = [int(n[:20]) for n in lakefs.names(spark, log_dir(path)) if _is_commit(n)]
-    return max(listed, default=version)
+    return last_present(lambda v: lakefs.exists(spark, commit_file(path, v)), version)
+
+
+def last_present(present: Callable[[int], bool], start: int) -> int:
+    """The last version `present` says is there, of the run of consecutive versions that
+    continues `start` (present, or -1). Commits after a checkpoint are consecutive, and a
+    long-lived table may be hundreds past one (a changelog checkpoints seldom): steps doubling
+    until one is missing, then halving back, take ~2 log2(n) probes rather than n."""
+    found, step = start, 1
+    while present(found + step):
+        found, step = found + step, step * 2
+    missing = found + step
+    while missing - found > 1:
+        middle = (found + missing) // 2
+        found, missing = (middle, missing) if present(middle) else (found, middle)
+    return found
 
 
 def stamp(spark: SparkSession, path: str, known: int = -1) -> tuple[int, int]:
@@ -73,7 +82,3 @@ def _checkpointed(spark: SparkSession, path: str) -> int:
     except (Py4JJavaError, ValueError):  # none yet (under ten commits), or caught mid-write
         return -1
     return int(doc.get("version", -1)) if isinstance(doc, dict) else -1
-
-
-def _is_commit(name: str) -> bool:
-    return len(name) == 25 and name.endswith(".json") and name[:20].isdigit()

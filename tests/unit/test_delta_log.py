@@ -10,7 +10,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from pipelines.sinks.delta import CommitMeta, latest_commit
-from pipelines.sinks.delta_log import newest_version
+from pipelines.sinks.delta_log import last_present, newest_version
 
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -44,3 +44,21 @@ def test_commit_files_say_what_the_history_says(spark: SparkSession, tmp_path: P
     assert newest_version(spark, path, known=4) == 0
     assert latest_commit(spark, path) == (0, _meta(100))
     assert newest_version(spark, str(tmp_path / "none")) == -1
+
+
+def test_the_newest_of_consecutive_versions_takes_few_probes() -> None:
+    """Hundreds of commits past a checkpoint (a changelog checkpoints seldom) cost a few probes
+    of commit files, not one per commit; from the newest, one probe."""
+    for newest in (-1, 0, 1, 2, 7, 8, 9, 500):
+        for start in sorted({-1, 0, newest // 2, newest}):
+            if start > newest:
+                continue
+            asked: list[int] = []
+
+            def present(version: int, newest: int = newest, asked: list[int] = asked) -> bool:
+                asked.append(version)
+                return version <= newest
+
+            assert last_present(present, start) == newest, (newest, start)
+            assert len(asked) <= 2 * (newest - start).bit_length() + 1, (newest, start, asked)
+            assert min(asked) > start  # never below what is known to be there
