@@ -4,8 +4,8 @@
 busy pipeline); every reader of a table asks it twice (base table and changelog), and the running
 pipeline asks it whenever it serves a new version to queries. Commit files are what Delta itself
 reads: `_last_checkpoint` says where the newest checkpoint is, the commits after it are found by
-probing `<version>.json` upwards (`last_present`), and a commit's
-`commitInfo` line holds its userMetadata and operation metrics.
+probing `<version>.json` upwards (`last_present`), and a commit's `commitInfo` line holds its
+userMetadata and operation metrics.
 """
 
 from __future__ import annotations
