@@ -79,6 +79,6 @@ def commit_info(spark: SparkSession, path: str, version: int) -> dict[str, Any] 
 def _checkpointed(spark: SparkSession, path: str) -> int:
     try:
         doc = json.loads(lakefs.read_text(spark, f"{log_dir(path)}/_last_checkpoint"))
-    except (Py4JJavaError, ValueError):  # none yet (under ten commits), or caught mid-write
+    except (Py4JJavaError, ValueError):  # no checkpoint written yet, or caught mid-write
         return -1
     return int(doc.get("version", -1)) if isinstance(doc, dict) else -1
