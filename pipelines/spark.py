@@ -116,6 +116,12 @@ def session(
         # every batch compiled its code again, then had the JIT compile the new classes (about
         # 80 classes a second, a quarter of the JVM's CPU under load; see CODEGEN_CACHE_ENTRIES).
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
+        # PySpark's DataFrame debugging records the Python call site of every API call in the
+        # JVM: about ten py4j round trips each (one resolves `SparkSession` by its bare name,
+        # failing through every imported package and searching every jar for each), 1.3 ms per
+        # F.col against 0.4 ms without, and a table's batch makes hundreds of such calls on the
+        # driver's two shared cores. It only adds that call site to an error's text.
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     for name, value in {**s3a_conf(settings, os.environ), **(conf or {})}.items():
         builder = builder.config(name, value)

@@ -1,12 +1,16 @@
 """What the pipeline hands Spark: jars beside the pyspark wheel's own, at versions that agree with
-it, and Hadoop's S3A settings for a lake on object storage."""
+it, Hadoop's S3A settings for a lake on object storage, and a session whose API calls stay cheap
+on the driver."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyspark
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from pipelines.settings import Settings
 from pipelines.spark import artifact_name, s3a_conf
@@ -52,3 +56,27 @@ def test_aws_itself_needs_no_endpoint_and_keys_stay_with_the_default_chain(
     """Without an endpoint or keys, S3A finds AWS and its credentials (instance roles, profiles)
     as it always does: nothing is set that would override them."""
     assert s3a_conf(replace(settings, s3_endpoint="", s3_region=""), {}) == {}
+
+
+def test_a_column_expression_costs_the_driver_three_calls_into_the_jvm_not_thirteen(
+    spark: SparkSession,
+) -> None:
+    """A table's batch builds hundreds of expressions on the driver. With PySpark's DataFrame
+    debugging on, each also records its Python call site in the JVM: 13 py4j round trips for one
+    `F.col` instead of 3, one of them resolving `SparkSession` by its bare name through every
+    jar."""
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    sent: list[str] = []
+    send = client.send_command
+
+    def counted(command: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(command)
+        return send(command, *args, **kwargs)
+
+    F.col("warm")  # anything a first call caches
+    client.send_command = counted
+    try:
+        F.col("id")
+    finally:
+        del client.send_command
+    assert len(sent) <= 3, [c.splitlines()[:3] for c in sent]
