@@ -101,10 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="micro-batch interval",
     )
     p.add_argument(
-        "--compact-seconds",
+        "--freshness-target",
         type=float,
-        default=DEFAULTS.compact_seconds,
-        help="compaction interval",
+        metavar="SECONDS",
+        default=DEFAULTS.freshness_target_s,
+        help="keep each base table (what Polars, DuckDB, delta-rs read) within this many seconds "
+        "of its source, also when the source goes quiet (default: %(default)s)",
     )
     p.add_argument(
         "--views-seconds",

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 
 from pyspark.sql import SparkSession
 
-from pipelines.apply.compaction import Compactor
+from pipelines.apply.compactor import Compactor
 from pipelines.apply.run_options import RunOptions
 from pipelines.apply.run_state import TableJob
 from pipelines.apply.view_maintenance import ViewMaintainer
@@ -29,7 +29,7 @@ class Background:
         out: Callable[[str], None],
     ):
         self.compactor = Compactor(
-            spark, settings.lake, settings.run_dir, options.compact_seconds, out
+            spark, settings.lake, settings.run_dir, options.freshness_target_s, out
         )
 
         def aggregates() -> list[DerivedView]:

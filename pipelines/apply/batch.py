@@ -5,14 +5,17 @@ here runs once per table and batch: decode → reconcile the schema → newest c
 complete → dead letters → ONE APPEND to the table's changelog, whose commit records the offsets
 it covers (the stream restarts from those, so a batch is never appended twice) → the same rows
 to the table's search index, if it has one (one bulk per batch, versioned by LSN). No MERGE
-here: the compactor folds sealed epochs of the changelog into the base table (merge-on-read,
-see DESIGN.md); a batch that ends a compaction interval seals its epoch.
+here: the compactor seals the table's epoch between two batches, when its freshness target
+says so, and folds sealed epochs of the changelog into the base table (merge-on-read,
+README: "The pipeline").
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,8 @@ from pyspark.sql import types as T
 from pipelines import kafka_io
 from pipelines.apply import faults
 from pipelines.apply.batch_stats import BatchStats, add_change_stats
-from pipelines.apply.compaction import Compactor, Sealed
+from pipelines.apply.compaction import Sealed
+from pipelines.apply.compactor import Compactor
 from pipelines.apply.key_change_guard import KeyChangeGuard
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import (
@@ -100,6 +104,13 @@ class TableApplier:
         self.known: dict[int, Version] = {}
         self.epoch = 0  # the changelog epoch batches append to; read from the commits at start
         self.dirty = False  # the changelog holds changes no sealed epoch covers
+        self.resumed = False  # epoch and dirty read from the commits
+        # When (time.monotonic) the oldest change no sealed epoch covers was committed at the
+        # source: the compactor's clock for this table's freshness target.
+        self.dirty_since: float | None = None
+        self.between_batches = threading.Lock()  # held while a batch applies: seals wait
+        if compactor is not None and not table.events:  # an event table has no changelog
+            compactor.register(self)
 
     def apply_records(self, env: DataFrame, batch_id: int, stats: BatchStats) -> None:
         """Apply this table's records of a batch (`env`, cut into envelopes), whose offsets and
@@ -107,13 +118,9 @@ class TableApplier:
         # Its Spark jobs in a group of their own (named in Spark's UI), so the line can say how
         # many a table's batch took: each is a round of scheduling on the machine's few cores.
         context = self.spark.sparkContext
-        with job_group(context, f"{self.table.name}: batch {batch_id}") as group:
+        with self.between_batches, job_group(context, f"{self.table.name}: batch {batch_id}") as g:
             stats = self.apply(env, stats)
-            stats.jobs = len(context.statusTracker().getJobIdsForGroup(group))
-        if self.compactor is not None and self.compactor.due(self.table.name):
-            sealed = self.seal()
-            if sealed is not None:
-                self.compactor.submit(sealed)
+            stats.jobs = len(context.statusTracker().getJobIdsForGroup(g))
         self.progress(
             self.table.name,
             {
@@ -123,16 +130,32 @@ class TableApplier:
             },
         )
 
+    def pending_since(self) -> float | None:
+        """When the oldest change no sealed epoch covers was committed (None: none); before the
+        commits were read, a time long past: a crashed run's epochs are sealed at once."""
+        return self.dirty_since if self.resumed else 0.0
+
+    def seal_between_batches(self, wait_s: float) -> Sealed | None:
+        """`seal`, from the compactor's thread: once the batch in flight, if any, has ended
+        (None if it runs longer than `wait_s`)."""
+        if not self.between_batches.acquire(timeout=wait_s):
+            return None
+        try:
+            return self.seal()
+        finally:
+            self.between_batches.release()
+
     def seal(self) -> Sealed | None:
         """Close the epoch batches append to: later ones go to the next. Called between batches
         (and only after a batch fully applied, its index included), so a sealed epoch is final
         and holds nothing the index lacks. Returns the epoch and what it covers, if anything."""
-        if self.previous is None:
+        if not self.resumed:
             self.resume()
         if not self.dirty or self.previous is None:
+            self.dirty_since = None
             return None
         sealed = Sealed(self.table, self.app_id, self.epoch, self.previous)
-        self.epoch, self.dirty = self.epoch + 1, False
+        self.epoch, self.dirty, self.dirty_since = self.epoch + 1, False, None
         return sealed
 
     def resume(self) -> None:
@@ -145,6 +168,8 @@ class TableApplier:
         self.previous = newest(base_meta, log_meta)
         self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1
         self.dirty = epoch_of(log_meta) > epoch_of(base_meta)
+        self.dirty_since = 0.0 if self.dirty else None  # a crashed run's: long overdue
+        self.resumed = True
 
     def apply(self, env: DataFrame, stats: BatchStats) -> BatchStats:
         with stats.timed("decode"):
@@ -168,7 +193,7 @@ class TableApplier:
 
     def _apply(self, decoded: Decoded, stats: BatchStats) -> BatchStats:
         with stats.timed("prepare"):
-            if self.previous is None:
+            if not self.resumed:
                 self.resume()
             previous = self.previous
         if self.table.events and previous is not None and previous.key:
@@ -211,6 +236,8 @@ class TableApplier:
                 with stats.timed("append"):
                     self.changelog.append(rows, self.epoch, meta)
                 self.previous, self.dirty = meta, True
+                if self.dirty_since is None:
+                    self.dirty_since = _committed_at(stats)
                 faults.pause_if("after-commit", self.table.name, self.run_dir)
                 with stats.timed("index"):
                     self._index(rows, key, stats, meta)
@@ -354,6 +381,15 @@ class TableApplier:
         if bad:  # counted in the batch's aggregations: no job when there are none
             self.errors.write(decoded.errors)
         return bad
+
+
+def _committed_at(stats: BatchStats) -> float:
+    """When the batch's oldest change was committed at the source, on time.monotonic's clock
+    (now, if the batch carries no commit time or the clocks disagree)."""
+    if stats.min_source_ts is None:
+        return time.monotonic()
+    age = datetime.now(UTC) - datetime.fromisoformat(stats.min_source_ts)
+    return time.monotonic() - max(0.0, age.total_seconds())
 
 
 def _by_key(changes: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:

@@ -29,6 +29,7 @@ class BatchStats:
     deletes: int = 0
     max_lsn: int = 0
     max_source_ts: str | None = None
+    min_source_ts: str | None = None  # the batch's oldest change: when the compactor must act
     offsets: dict[str, int] = field(default_factory=dict)
     indexed: int = 0
     stale: int = 0  # documents OpenSearch already held at a newer version
@@ -90,6 +91,7 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
         F.count(F.when(~good, True)),
         F.count(F.when(good & (F.col(OP) == "d"), True)),
         F.date_format(F.max_by(F.col(SOURCE_TS), F.when(truncate, F.col(LSN))), _ISO),
+        F.date_format(F.min(F.when(good, F.col(SOURCE_TS))), _ISO),
     ).first()
     assert agg is not None
     stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
@@ -97,4 +99,5 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
     stats.max_source_ts = agg[4]  # ISO 8601 in UTC (the session's zone)
     stats.bad += int(agg[5])
     stats.deletes, stats.truncate_ts = int(agg[6]), agg[7]
+    stats.min_source_ts = agg[8]
     return stats

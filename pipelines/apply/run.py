@@ -1,6 +1,6 @@
 """`changelake run`: snapshot each table from its topic, then stream its changes into Delta: each
 batch appended to the table's changelog, sealed epochs compacted into its base table beside
-the stream (merge-on-read, see DESIGN.md).
+the stream (merge-on-read, README: "The pipeline").
 
 One streaming query per connector, reading all its tables' topics: each batch is split by table
 (`connector_batch`), so a round costs one Kafka read and one set of jobs per table with changes,
@@ -245,7 +245,13 @@ class Pipeline:
         return self.dsns[ref.source]
 
     def _write_state(self, ended: bool = False) -> None:
-        write_state(self.settings.run_dir / "pipeline.json", self.started_at, self.jobs, ended)
+        write_state(
+            self.settings.run_dir / "pipeline.json",
+            self.started_at,
+            self.jobs,
+            self.options.freshness_target_s,
+            ended,
+        )
 
     def _tick(self, job: TableJob) -> None:
         """Advance one table to ready (snapshotted if it had no table): at start, when its

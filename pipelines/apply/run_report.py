@@ -85,13 +85,18 @@ def report_line(job: TableJob) -> str:
 
 
 def write_state(
-    path: Path, started: str, jobs: Mapping[str, TableJob], ended: bool = False
+    path: Path,
+    started: str,
+    jobs: Mapping[str, TableJob],
+    target_s: float,
+    ended: bool = False,
 ) -> None:
     """The run's state for `status`; `ended`: the run is over (no pid: a process that ran it
-    in-process and lives on is not a running pipeline)."""
+    in-process and lives on is not a running pipeline). `target_s`: its freshness target."""
     doc = {
         "pid": None if ended else os.getpid(),
         "started": started,
+        "freshness_target_s": target_s,
         "tables": {n: {"state": j.state, "error": j.error} for n, j in jobs.items()},
     }
     jsonfile.write_atomically(path, doc)

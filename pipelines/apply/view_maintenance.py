@@ -28,7 +28,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import lakefs, run_log
-from pipelines.apply.compaction import POOL
 from pipelines.changelog.decode import OFFSET, OP, PARTITION
 from pipelines.exceptions import ConfigError
 from pipelines.read.history import stored_history
@@ -39,6 +38,7 @@ from pipelines.views.aggregate import aggregated, touched_groups
 
 Out = Callable[[str], None]
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+POOL = "views"  # its Spark scheduler pool, see fairscheduler.xml
 _PRESENT = "_present"
 
 
@@ -274,7 +274,7 @@ class ViewMaintainer:
             self.out(f"view {view.name}: {what} in {took:.1f}s")
 
     def _loop(self) -> None:
-        # Its jobs yield to the stream's batches, as compaction's do (fairscheduler.xml).
+        # Its jobs yield to the stream's batches and to compaction (fairscheduler.xml).
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
         while not self.stopping.wait(self.every_s):
             self.run_all()

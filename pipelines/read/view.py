@@ -1,10 +1,10 @@
 """A table as of its newest change: the base table ⊕ the changelog rows not yet compacted into it.
 
-Pure DataFrame-in, DataFrame-out (merge-on-read, see DESIGN.md). The changelog side is small (at
-most one compaction interval of changes), so it is broadcast and the base table is only scanned,
-never shuffled or windowed: a base row stays unless the changelog holds a newer change of its
-key; a changelog row is shown unless the base already holds that key at an equal or newer LSN
-(the LSN guard, so a replayed old change never hides a newer row).
+Pure DataFrame-in, DataFrame-out (merge-on-read, README: "The pipeline"). The changelog side is
+small (the changes of one freshness target at most), so it is broadcast and the base table is
+only scanned, never shuffled or windowed: a base row stays unless the changelog holds a newer
+change of its key; a changelog row is shown unless the base already holds that key at an equal
+or newer LSN (the LSN guard, so a replayed old change never hides a newer row).
 
 The changelog rows this expects are complete: the append resolved unchanged-TOAST placeholders
 and, for soft-deleting tables, gave each delete the columns of the row it deletes. A truncate is

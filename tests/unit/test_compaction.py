@@ -5,17 +5,20 @@ tables under tmp_path; no services."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.apply.compaction import Compactor, Sealed, compact
+from pipelines.apply.compaction import Sealed, compact
+from pipelines.apply.compactor import FIRST_GUESS_S, MARGIN_S, Compactor, round_start
 from pipelines.read.table import read_table
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
 from pipelines.sinks.delta import CommitMeta, DeltaSink
 from pipelines.tables import TableRef
+from tests.support import wait_for
 from tests.unit.test_read_view import BASE, CHANGELOG, SOFT, Event, apply, events, rows, ts
 
 BATCH = 5  # changes per append
@@ -89,3 +92,54 @@ def test_reads_equal_the_changes_through_appends_and_compactions(
             assert sorted(tuple(r) for r in stored.collect()) == want
             assert log.rows(0).count() == 0
             epoch += 1
+
+
+def test_a_round_starts_in_time_for_the_oldest_change() -> None:
+    # committed at 100, target 15, a round takes 4: start by 100 + 15 - margin - 4
+    assert round_start(100.0, 15.0, 4.0) == 100.0 + 15.0 - MARGIN_S - 4.0
+    # rounds slower than the target: a start time already past, so at once
+    assert round_start(100.0, 15.0, 30.0) == 100.0 + 15.0 - MARGIN_S - 30.0
+    assert round_start(None, 15.0, 4.0) is None
+
+
+class Quiet:
+    """A table that appended changes at `since` and then nothing: what the compactor sees of a
+    TableApplier whose source went quiet."""
+
+    def __init__(self, table: TableRef, since: float | None, sealed: Sealed | None):
+        self.table, self.since, self.sealed, self.seals = table, since, sealed, 0
+
+    def pending_since(self) -> float | None:
+        return self.since
+
+    def seal_between_batches(self, wait_s: float) -> Sealed | None:
+        self.seals += 1
+        self.since, sealed, self.sealed = None, self.sealed, None
+        return sealed
+
+
+def test_a_quiet_table_is_sealed_by_the_compactor_once_its_target_is_near(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """No batch follows the last one: a round seals the epoch itself, and only when due (a
+    table with nothing pending is left alone; a failed compaction is retried later)."""
+    ref = TableRef("public", "q", "p.public.q", "c", "s")
+    compactor = Compactor(spark, str(tmp_path / "lake"), tmp_path / "run", 15.0, print)
+    assert compactor.due() is None
+    sealed = Sealed(ref, "app", 1, CommitMeta("apply", ref.topic, {"0": 1}, 1, None, ("id",)))
+    now = time.monotonic()
+    table = Quiet(ref, now, sealed)
+    compactor.register(table)
+    assert compactor.due() == pytest.approx(now + 15.0 - MARGIN_S - FIRST_GUESS_S)
+    compactor.start()
+    try:
+        table.since = now - 20.0  # overdue: a round seals and compacts (no base table: fails)
+        wait_for(lambda: "q" in compactor.failed, 30, "the round")
+        assert table.seals == 1
+        failed = compactor.failed["q"]
+        assert failed.sealed == sealed and failed.retry_at > time.monotonic()  # kept, for later
+        assert compactor.due() is None  # nothing else pending, and not before its retry
+        failed.retry_at = time.monotonic() - 0.1
+        assert compactor.due() == pytest.approx(time.monotonic(), abs=1.0)
+    finally:
+        compactor.stop(wait_s=30)
