@@ -44,7 +44,6 @@ PARTITION, OFFSET, TOASTED = "_kafka_partition", "_kafka_offset", "_toasted"
 # commit LSN can take whole transactions (read/transactions.py); other sinks drop it.
 TX = "_cdc_tx"
 REASON = "_reason"
-ERROR_COLUMNS = ("topic", "partition", "offset", "value", "reason", "at")
 
 
 def envelopes(raw: DataFrame) -> DataFrame:

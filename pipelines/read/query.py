@@ -39,6 +39,17 @@ def errors_path(settings: Settings) -> str:
     return f"{settings.lake.rstrip('/')}/{ERRORS_VIEW}"
 
 
+def errors_rows(spark: SparkSession, settings: Settings) -> DataFrame:
+    """The dead letters: the `_errors` table, or no rows in its columns while nothing failed
+    (so a query or dashboard that counts them works on any lake)."""
+    from pipelines.sinks.delta import ERRORS_SCHEMA, delta_exists
+
+    path = errors_path(settings)
+    if delta_exists(spark, path):
+        return spark.read.format("delta").load(path)
+    return spark.createDataFrame([], ERRORS_SCHEMA)
+
+
 # --- Spark side --------------------------------------------------------------------------------
 
 
@@ -83,9 +94,8 @@ def register_views(
         if frame is not None:
             frame.createOrReplaceTempView(derived.name)
             views.append(derived.name)
-    if delta_exists(spark, errors_path(settings)):
-        spark.read.format("delta").load(errors_path(settings)).createOrReplaceTempView(ERRORS_VIEW)
-        views.append(ERRORS_VIEW)
+    errors_rows(spark, settings).createOrReplaceTempView(ERRORS_VIEW)
+    views.append(ERRORS_VIEW)
     return views
 
 

@@ -4,9 +4,10 @@ A long `changelake run` starts Spark's own Connect server inside its driver (Spa
 SparkConnectPlugin, bound to loopback, so notebooks and BI tools on this machine can use the same
 endpoint) and keeps one global temporary view per table, `global_temp.<table>` (base ⊕ changelog,
 as every reader sees it, see read/table.py), rebuilt within a tick of the table gaining a version.
-`changelake query` connects when `served.json` names a live pipeline of the same lake, gives those
-views their bare names in its own Connect session and runs the statement there: no JVM to start,
-no Delta log to rebuild. Without one it opens a local session, as before.
+`changelake query` connects when `served.json` names a live pipeline of the same lake, asks for
+the views its statement names to be brought up to date (and only those: a query never waits on a
+view it does not read), gives them their bare names in its own Connect session and runs the
+statement there: no JVM to start, no Delta log to rebuild. Without one it opens a local session.
 """
 
 from __future__ import annotations
@@ -54,8 +55,18 @@ def served_file(settings: Settings) -> Path:
 
 
 def request_file(settings: Settings) -> Path:
-    """A query touches it; the views are brought up to date for it (see ServedViews)."""
+    """A query writes the names of the views it reads there; they are brought up to date for it
+    (see ServedViews)."""
     return settings.run_dir / "served-request"
+
+
+def requested(settings: Settings) -> list[str] | None:
+    """The views the newest request names (None: unreadable, so every view)."""
+    try:
+        names = json.loads(request_file(settings).read_text())["views"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return [str(n) for n in names] if isinstance(names, list) else None
 
 
 def port_for(settings: Settings) -> int:
@@ -86,11 +97,12 @@ def server_conf(port: int) -> dict[str, str]:
 
 class ServedViews:
     """The global temporary views of the tables `refs()` names, brought to their newest versions
-    by a daemon thread when a query asks (it touches `served-request`; `fresh` in served.json
-    answers with the request's time), and for WARM_S after it. Nobody querying costs the
-    pipeline a file check per tick, not a view rebuild per batch. A table that cannot be read
-    now keeps its last view and is tried again; one whose base table is gone (a resnapshot)
-    loses its view until it is back."""
+    by a daemon thread when a query asks for them (it writes their names to `served-request`;
+    `fresh` in served.json answers with the request's time), and for WARM_S after it: only the
+    views asked for, so a query on one table costs one table's refresh, however many the run
+    applies. Nobody querying costs the pipeline a file check per tick, not a view rebuild per
+    batch. A table that cannot be read now keeps its last view and is tried again; one whose
+    base table is gone (a resnapshot) loses its view until it is back."""
 
     def __init__(self, spark: SparkSession, settings: Settings, refs: Callable[[], list[TableRef]]):
         self.spark, self.settings, self.refs = spark, settings, refs
@@ -102,6 +114,8 @@ class ServedViews:
         self.cached: dict[str, DataFrame] = {}
         self.retired: list[tuple[float, DataFrame]] = []  # replaced, unpersisted after WARM_S
         self.fresh = 0.0  # the newest request the views have been brought up to date for
+        self.wanted: dict[str, float] = {}  # each view asked for, and when it was last asked
+        self.servable: list[str] = []  # every view a query may ask for
         self.specs = load_views(views_config_path(settings))  # as the run read them
         self._failing: set[str] = set()
         self._stop = threading.Event()
@@ -111,10 +125,16 @@ class ServedViews:
         try:
             while not self._stop.wait(TICK_S):
                 asked = _mtime(request_file(self.settings))
-                if asked <= self.fresh and time.time() - asked > WARM_S:
+                if asked > self.fresh:
+                    names = requested(self.settings)
+                    for name in self.servable if names is None else names:
+                        self.wanted[name] = asked
+                now = time.time()
+                self.wanted = {n: at for n, at in self.wanted.items() if now - at <= WARM_S}
+                if asked <= self.fresh and not self.wanted:
                     continue  # nobody asked lately
                 try:
-                    self.tick()
+                    self.tick(set(self.wanted))
                 except Exception as exc:  # a bad tick (the lake unreachable): the next one
                     log.warning("query views not refreshed: %s", str(exc).splitlines()[0])
                     continue
@@ -124,7 +144,8 @@ class ServedViews:
         finally:  # views that no longer follow the tables must not be advertised
             self._unpublish()
 
-    def tick(self) -> None:
+    def tick(self, wanted: set[str] | None = None) -> None:
+        """Bring the views `wanted` names (None: all) up to their tables' newest versions."""
         try:
             refs = list(self.refs())
         except RuntimeError:  # the run added a table while we looked: next tick
@@ -133,12 +154,18 @@ class ServedViews:
         from pipelines.read.views import derived_views
 
         served = set(self.stamps)
+        views = derived_views(self.settings, refs, self.specs)
+        servable = sorted([*(r.name for r in refs), *(v.name for v in views), ERRORS_VIEW])
         for ref in refs:
-            self.refresh(ref.name, ref.path(self.settings.lake), ref.soft_delete)
-        for view in derived_views(self.settings, refs, self.specs):
-            self.refresh_view(view)
-        self.refresh(ERRORS_VIEW, errors_path(self.settings), plain=True)
-        if set(self.stamps) != served:
+            if wanted is None or ref.name in wanted:
+                self.refresh(ref.name, ref.path(self.settings.lake), ref.soft_delete)
+        for view in views:
+            if wanted is None or view.name in wanted:
+                self.refresh_view(view)
+        if wanted is None or ERRORS_VIEW in wanted:
+            self.refresh(ERRORS_VIEW, errors_path(self.settings), plain=True)
+        if set(self.stamps) != served or servable != self.servable:
+            self.servable = servable
             self._publish()
 
     def refresh(
@@ -148,24 +175,27 @@ class ServedViews:
         soft_delete: bool = False,
         plain: bool = False,
     ) -> None:
-        """Rebuild `name`'s view if its base table or changelog changed (`plain`: a Delta table
-        without a changelog)."""
+        """Rebuild `name`'s view if its base table or changelog changed (`plain`: `_errors`, a
+        Delta table without a changelog, served empty before its first dead letter)."""
         from pipelines.read.table import read_table
         from pipelines.sinks.changelog import changelog_of
         from pipelines.sinks.delta_log import stamp
 
-        seen = self.stamps.get(name, (-1, 0, -1, 0))
+        seen = self.stamps.get(name)
+        known = seen or (-1, 0, -1, 0)
         try:
-            log_stamp = (-1, 0) if plain else stamp(self.spark, changelog_of(path), seen[2])
-            now = (*stamp(self.spark, path, seen[0]), *log_stamp)
-            if now[0] < 0:  # no table (yet, or again): no view
+            log_stamp = (-1, 0) if plain else stamp(self.spark, changelog_of(path), known[2])
+            now = (*stamp(self.spark, path, known[0]), *log_stamp)
+            if now[0] < 0 and not plain:  # no table (yet, or again): no view
                 self._drop(name)
                 return
             if now == seen:
                 return
             pending = None
-            if plain:
-                rows = self.spark.read.format("delta").load(path)
+            if plain:  # `_errors`: no rows in its columns while nothing failed
+                from pipelines.read.query import errors_rows
+
+                rows = errors_rows(self.spark, self.settings)
             else:
                 read = read_table(self.spark, path, soft_delete, cache=True)
                 rows, pending = read.rows, read.pending
@@ -241,7 +271,7 @@ class ServedViews:
             "port": self.port,
             "token": self.token,
             "lake": self.settings.lake,
-            "views": sorted(self.stamps),
+            "views": self.servable or sorted(self.stamps),
             "fresh": self.fresh,
         }
         jsonfile.write_atomically(served_file(self.settings), doc, mode=0o600)
@@ -330,16 +360,17 @@ def connect(
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    if SparkSession.getActiveSession() is not None or served_views(settings) is None:
+    first = served_views(settings) if SparkSession.getActiveSession() is None else None
+    if first is None:
         return None
-    served = brought_up_to_date(settings)
+    show = sql.strip().lower().startswith("show")
+    served = brought_up_to_date(settings, first.views if show else mentioned(first.views, sql))
     if served is None or set(mentioned(tables, sql)) - set(served.views):
         return None
     url = f"sc://localhost:{served.port}/;token={served.token}"
     spark = SparkSession.builder.remote(url).getOrCreate()
     # Seconds, not pyspark's ten minutes of retries, before a gone pipeline means a local query.
     spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
-    show = sql.strip().lower().startswith("show")
     try:
         for name in served.views if show else mentioned(served.views, sql):
             spark.table(f"global_temp.{name}").createOrReplaceTempView(name)
@@ -353,11 +384,16 @@ def connect(
     return spark, served.views
 
 
-def brought_up_to_date(settings: Settings, timeout_s: float = FRESH_WAIT_S) -> Served | None:
-    """Ask the pipeline to bring its views up to date, and wait until it says it has (or, past
-    `timeout_s`, take the views as they are: a busy pipeline answers with what it has)."""
+def brought_up_to_date(
+    settings: Settings, views: list[str], timeout_s: float = FRESH_WAIT_S
+) -> Served | None:
+    """Ask the pipeline to bring `views` up to date, and wait until it says it has (or, past
+    `timeout_s`, take the views as they are: a busy pipeline answers with what it has). A
+    statement that reads no view asks for nothing."""
+    if not views:
+        return served_views(settings)
     request = request_file(settings)
-    request.touch()
+    jsonfile.write_atomically(request, {"views": sorted(views)})
     asked, deadline = _mtime(request), time.monotonic() + timeout_s
     while True:
         served = served_views(settings)

@@ -1,8 +1,9 @@
 """`changelake status`: how far each derived table has got, and how far behind it still is.
 
 Per table: the LSN and source commit time its last commit applied (from the commit's own
-metadata, so it is exactly what the table holds), the Kafka records not applied yet, dead letters
-and the pipeline's state; for an indexed table, its index's applied LSN and document count beside
+metadata, so it is exactly what the table holds), how far its changelog and its base table (what
+readers outside changelake see) are behind the source, in seconds and changes, dead letters and
+the pipeline's state; for an indexed table, its index's applied LSN and document count beside
 the table's. Per replication slot: the WAL Postgres keeps for Debezium, and a problem entry once
 that passes `Settings.slot_lag_warn_bytes`.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,15 +24,17 @@ import psycopg
 from confluent_kafka import KafkaException
 
 from pipelines import kafka_io, tables
+from pipelines.apply.run_options import DEFAULTS
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.pg import pg_lsn
 from pipelines.read.query import errors_path
 from pipelines.read.status_print import byte_size
-from pipelines.read.table import TableRead, read_table
+from pipelines.read.table import TableRead, epoch_of, read_table
 from pipelines.read.view_status import views_report
 from pipelines.read.views import derived_views
 from pipelines.search.client import SearchClient
 from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
+from pipelines.sinks.changelog import ChangelogSink, changelog_of
 from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef, slot_tables, source_of_table
@@ -39,6 +43,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 NOT_RUNNING = "not running"
+# A running pipeline whose base table is further behind its source than its freshness target
+# plus this needs a person (`status` exits UNHEALTHY): the machine cannot fold changes that fast.
+BEHIND_MARGIN_S = 60.0
 _SLOT_SQL = (
     "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), active"
     " FROM pg_replication_slots WHERE slot_name = %s"
@@ -66,6 +73,8 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
         }
         for ref in refs
     }
+    if pipeline["running"]:
+        problems += behind_target(report_tables, pipeline["freshness_target_s"])
     slots = _slots(settings, refs, problems)
     owners = {r.slot: r.connector for r in refs if r.slot}
     problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
@@ -81,6 +90,22 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
 
 # Exit codes of `status` (README, "The command line").
 HEALTHY, UNHEALTHY, NOT_RUNNING_CODE = 0, 2, 3
+
+
+def behind_target(report_tables: dict[str, dict[str, Any]], target_s: float) -> list[str]:
+    """A problem per base table further behind its source than the target plus BEHIND_MARGIN_S."""
+    found = []
+    for name, t in sorted(report_tables.items()):
+        lag = t.get("base_lag_s")
+        if lag is None or lag <= target_s + BEHIND_MARGIN_S:
+            continue
+        found.append(
+            f"{name}: its base table is {lag:.0f}s behind its source ({t['base_lag_changes']:,}"
+            f" changes), over the {target_s:g}s freshness target by more than"
+            f" {BEHIND_MARGIN_S:.0f}s: the run's compaction lines say how long each round takes;"
+            " a longer `run --freshness-target`, or fewer tables per run, lets it keep up"
+        )
+    return found
 
 
 def exit_code(report: dict[str, Any]) -> int:
@@ -130,12 +155,19 @@ def pipeline_state(settings: Settings) -> tuple[dict[str, Any], dict[str, dict[s
     pid = doc.get("pid") if isinstance(doc, dict) else None
     if not isinstance(pid, int) or not _alive(pid):
         return {"running": False, "pid": None, "started": None}, {}
+    target = doc.get("freshness_target_s")
     states = {
         str(name): {"state": str(t.get("state", "unknown")), "error": t.get("error")}
         for name, t in (doc.get("tables") or {}).items()
         if isinstance(t, dict)
     }
-    return {"running": True, "pid": pid, "started": doc.get("started")}, states
+    target_s = float(target) if isinstance(target, int | float) else DEFAULTS.freshness_target_s
+    return {
+        "running": True,
+        "pid": pid,
+        "started": doc.get("started"),
+        "freshness_target_s": target_s,
+    }, states
 
 
 def _read_json(path: Path) -> Any:
@@ -165,14 +197,55 @@ def _table_report(
     read = read_table(spark, path, ref.soft_delete) if delta_exists(spark, path) else None
     meta = read.meta if read is not None else None
     lsn = meta.max_lsn if meta else None
+    waiting = _lag(marks, ref.topic, meta)
     return {
         "exists": read is not None,
         **(_row_counts(read) if read is not None else {"rows": None, "soft_deleted": None}),
         "applied_lsn": lsn,
         "applied_lsn_pg": pg_lsn(lsn) if lsn is not None else None,
         "source_commit_time": meta.max_source_ts if meta else None,
-        "lag_records": _lag(marks, ref.topic, meta),
+        "lag_records": waiting,
+        **_lags(spark, path, read, waiting),
     }
+
+
+def _lags(
+    spark: SparkSession, path: str, read: TableRead | None, waiting: int | None
+) -> dict[str, Any]:
+    """How far behind the source the changelog (changelake's own reads) and the base table
+    (every other reader) are. The changelog: the records not applied yet, and while there are
+    any, the seconds since the newest change it holds was committed (0 when none wait). The base
+    table: the changes it lacks (in its changelog, and not applied yet), and the seconds since the
+    oldest of them was committed (the changelog's lag when its changelog holds none of them)."""
+    from pyspark.sql import functions as F
+
+    from pipelines.changelog.decode import SOURCE_TS
+
+    if read is None or read.meta is None:
+        return dict.fromkeys(_LAG_FIELDS)
+    now = datetime.now(UTC)
+    newest = read.meta.max_source_ts
+    log_s = None if waiting is None else 0.0
+    if waiting and newest:
+        log_s = max(0.0, (now - datetime.fromisoformat(newest)).total_seconds())
+    changes, base_s = 0, log_s
+    if read.pending is not None:  # epochs the base table has not folded in yet
+        rows = ChangelogSink(spark, changelog_of(path)).rows(epoch_of(read.base_meta))
+        found = rows.agg(F.count("*"), F.min(SOURCE_TS)).first()
+        assert found is not None  # a global aggregate always has one row
+        changes = int(found[0])
+        if found[1] is not None:
+            oldest = found[1].replace(tzinfo=UTC) if found[1].tzinfo is None else found[1]
+            base_s = max(log_s or 0.0, (now - oldest).total_seconds())
+    return {
+        "changelog_lag_s": log_s,
+        "changelog_lag_changes": waiting,
+        "base_lag_s": base_s,
+        "base_lag_changes": changes + (waiting or 0),
+    }
+
+
+_LAG_FIELDS = ("changelog_lag_s", "changelog_lag_changes", "base_lag_s", "base_lag_changes")
 
 
 def _index_report(

@@ -14,12 +14,13 @@ _HEADER = [
     "rows",
     "applied LSN",
     "source commit time",
-    "lag",
+    "changelog lag",
+    "base lag",
     "index LSN",
     "docs",
     "errors",
 ]
-_RIGHT = [False, False, True, False, False, True, False, True, True]
+_RIGHT = [False, False, True, False, False, True, True, False, True, True]
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -54,7 +55,8 @@ def _table_cells(name: str, t: dict[str, Any]) -> list[str]:
         rows,
         t["applied_lsn_pg"] or "-",
         t["source_commit_time"] or "-",
-        _number(t["lag_records"]),
+        _lag(t.get("changelog_lag_changes"), t.get("changelog_lag_s")),
+        _lag(t.get("base_lag_changes"), t.get("base_lag_s")),
         *_index_cells(t.get("index")),
         _number(t["errors"]),
     ]
@@ -66,6 +68,13 @@ def _index_cells(index: dict[str, Any] | None) -> list[str]:
     if index["index"] is None:
         return ["(no index yet)", "-"]
     return [index["applied_lsn_pg"] or "-", _number(index["docs"])]
+
+
+def _lag(changes: int | None, seconds: float | None) -> str:
+    """Changes behind, and seconds: "1,204 (8s)"."""
+    if changes is None:
+        return "-"
+    return f"{changes:,}" + (f" ({seconds:.0f}s)" if seconds is not None else "")
 
 
 def _number(value: int | None) -> str:

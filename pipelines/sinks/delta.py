@@ -48,6 +48,17 @@ EVENT_COLUMNS = (PARTITION, OFFSET)  # an event table's rows say where each chan
 # One dead letter per record and reason, compared NULL-safely: a document OpenSearch refused
 # during a reindex has no Kafka partition or offset, and must not be added again by each rebuild.
 ERROR_KEY = ("topic", "partition", "offset", "reason")
+# The `_errors` table's columns (Kafka's own types for partition and offset).
+ERRORS_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("value", T.StringType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("at", T.TimestampType()),
+    ]
+)
 ERRORS_ATTEMPTS = 5
 # Delta's write conflicts. In delta-spark's Python API they share no base class (each derives
 # from PySparkException alone): catching DeltaConcurrentModificationException misses the rest.

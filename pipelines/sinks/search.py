@@ -27,6 +27,7 @@ from pipelines.search.bulk import BulkResult, BulkWriter, Doc, Rejected
 from pipelines.search.client import SearchApiError, SearchClient
 from pipelines.search.config import IndexSpec, alias_for
 from pipelines.search.documents import DELETE, ID, SOURCE, VERSION, documents
+from pipelines.sinks.delta import ERRORS_SCHEMA
 
 STATE_INDEX = "changelake-state"
 # How long OpenSearch remembers a deleted document's version. A replay of the deleted row's older
@@ -212,16 +213,6 @@ def rejected_frame(
     spark: SparkSession, topic: str, index: str, rejected: list[Rejected]
 ) -> DataFrame:
     """Rejected documents as `_errors` rows: the document as sent, and OpenSearch's reason."""
-    schema = T.StructType(
-        [
-            T.StructField("topic", T.StringType()),
-            T.StructField("partition", T.IntegerType()),
-            T.StructField("offset", T.LongType()),
-            T.StructField("value", T.StringType()),
-            T.StructField("reason", T.StringType()),
-            T.StructField("at", T.TimestampType()),
-        ]
-    )
     now = datetime.now(UTC)
     rows = [
         (
@@ -234,4 +225,4 @@ def rejected_frame(
         )
         for r in rejected
     ]
-    return spark.createDataFrame(rows, schema)
+    return spark.createDataFrame(rows, ERRORS_SCHEMA)

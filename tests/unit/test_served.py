@@ -145,7 +145,7 @@ def test_a_query_waits_for_views_up_to_date_with_its_request(settings: Settings)
         port = server.getsockname()[1]
         _serve(settings, os.getpid(), port, settings.lake)  # fresh as of 1970: behind
         began = time.monotonic()
-        assert served.brought_up_to_date(settings, timeout_s=0.3) is not None
+        assert served.brought_up_to_date(settings, ["t"], timeout_s=0.3) is not None
         assert time.monotonic() - began >= 0.3  # waited, then took the views as they are
 
         request = settings.run_dir / "served-request"
@@ -160,7 +160,7 @@ def test_a_query_waits_for_views_up_to_date_with_its_request(settings: Settings)
         answer = threading.Thread(target=pipeline_answers)
         answer.start()
         began = time.monotonic()
-        assert served.brought_up_to_date(settings, timeout_s=5) is not None
+        assert served.brought_up_to_date(settings, ["t"], timeout_s=5) is not None
         answer.join()
         assert time.monotonic() - began < 2  # answered: not the whole timeout
 

@@ -57,3 +57,17 @@ def test_one_warning_per_slot_over_the_threshold_in_name_order() -> None:
     slots = {"b": slot(5 * GIB), "a": slot(GIB + 1, active=False), "c": slot(10)}
     warnings = slot_warnings(slots, GIB)
     assert [w.split()[1] for w in warnings] == ["a", "b"]
+
+
+def test_a_base_table_far_behind_its_target_is_a_problem() -> None:
+    from pipelines.read.status import BEHIND_MARGIN_S, behind_target
+
+    tables = {
+        "fresh": {"base_lag_s": 14.0, "base_lag_changes": 10},
+        "late": {"base_lag_s": 15.0 + BEHIND_MARGIN_S + 1, "base_lag_changes": 1234},
+        "unknown": {"base_lag_s": None, "base_lag_changes": None},
+    }
+    found = behind_target(tables, 15.0)
+    assert len(found) == 1 and found[0].startswith("late: its base table is 76s behind")
+    assert "1,234 changes" in found[0] and "--freshness-target" in found[0]
+    assert behind_target(tables, 60.0) == []
