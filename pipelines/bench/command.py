@@ -16,6 +16,7 @@ from pipelines.bench import (
     baseline_stream,
     pipeline_runs,
     query_latency,
+    quiet_tail,
     resources,
     source,
     stages,
@@ -243,6 +244,14 @@ class Bench:
             self._wait(self._applied_everything, "the pipeline to catch up", 180, required=False)
             queries = query_latency.served(self.env, source.TABLES[0])
             self.say(f"bench: query through the running pipeline p50 {queries['served_p50']:.2f} s")
+            self.figures["quiet"] = quiet_tail.measure(
+                self.env,
+                self.settings.kafka_bootstrap,
+                self._tables(),
+                source.TABLES[0],
+                lambda seconds: self._load(dsn)(o.rate, seconds, 23),
+                self.say,
+            )
         finally:
             moments = watch.stop()
             pipeline.stop()
@@ -288,6 +297,10 @@ class Bench:
             lambda ready, what, timeout_s: self._wait(ready, what, timeout_s),
             self.say,
         )
+
+    def _tables(self) -> dict[str, Path]:
+        """Each topic's base table."""
+        return {t: self.table(n) for n, t in zip(source.TABLES, source.topics(), strict=True)}
 
     def _pipeline_log(self) -> Path:
         return self.out_dir / "pipeline.log"  # the streaming run's, for its rounds' figures
@@ -347,11 +360,11 @@ class Bench:
         began: float,
     ) -> dict[str, Any]:
         o, f = self.options, self.figures
-        tables = {t: self.table(n) for n, t in zip(source.TABLES, source.topics(), strict=True)}
-        freshness, seen = freshness_figures(
+        tables = self._tables()
+        freshness, seen, base_seen = freshness_figures(
             self.settings.kafka_bootstrap, tables, moments["ends"], moments["index"], self.say
         )
-        judged = [judged_by_freshness(s, seen, o.step_s, o.max_lag_s) for s in steps]
+        judged = [judged_by_freshness(s, seen, o.step_s, o.max_lag_s, base_seen) for s in steps]
         for number, (step, result) in enumerate(zip(steps, judged, strict=True), 1):
             if step.result.bounded and not result.bounded:
                 self.say(
@@ -387,6 +400,7 @@ class Bench:
             "resources": {name: u.as_dict() for name, u in usage.items()},
             "timeline": timeline(steps, seen),
             "query": f.get("query"),
+            "quiet": f.get("quiet"),
             "rounds": round_figures(self._pipeline_log().read_text(errors="replace").splitlines()),
             "views": f.get("views"),
         }

@@ -24,6 +24,7 @@ from typing import Any, NotRequired, Required, TypedDict, cast
 from pipelines.bench import markdown as md
 from pipelines.bench.plot import plot
 from pipelines.bench.query_latency import QueryFigures, query_section
+from pipelines.bench.quiet_tail import quiet_section
 from pipelines.bench.records import RecordFigures, records_section
 from pipelines.bench.rounds import RoundFigures, rounds_section
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
@@ -123,6 +124,7 @@ class _Later(TypedDict, total=False):
     rounds: RoundFigures | None  # where the streaming run's time went
     records: RecordFigures | None  # change records by converter: changelake's and the stock one
     query: QueryFigures | None  # `changelake query` through the running pipeline, and alone
+    quiet: NotRequired[dict[str, Any] | None]  # the quiet tail, and served queries under load
     views: dict[str, Any] | None  # views.json's views: their cost and freshness (views_phase)
 
 
@@ -364,6 +366,7 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         *records_section(results.get("records")),
         *rounds_section(results.get("rounds")),
         *query_section(results.get("query")),
+        *quiet_section(results.get("quiet")),
         *views_section(results.get("views")),
         "## Resources",
         "CPU seconds and peak resident memory (sum over each service's processes; shared memory "

@@ -119,6 +119,8 @@ class StepDict(TypedDict):
     achieved_transactions: float | None
     freshness_p50: NotRequired[float | None]  # of the changes committed during the step
     freshness_p99: NotRequired[float | None]
+    base_p50: NotRequired[float | None]  # their freshness in the base tables alone
+    base_p99: NotRequired[float | None]
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ class StepResult:
     achieved_transactions: float | None = None
     freshness_p50: float | None = None  # of the changes committed during the step (s)
     freshness_p99: float | None = None
+    base_p50: float | None = None  # the same changes' freshness in the base tables alone (s)
+    base_p99: float | None = None
 
     def as_dict(self) -> StepDict:
         return StepDict(
@@ -144,6 +148,8 @@ class StepResult:
             achieved_transactions=self.achieved_transactions,
             freshness_p50=self.freshness_p50,
             freshness_p99=self.freshness_p99,
+            base_p50=self.base_p50,
+            base_p99=self.base_p99,
         )
 
     @classmethod
@@ -156,6 +162,8 @@ class StepResult:
             achieved_transactions=data.get("achieved_transactions"),
             freshness_p50=data.get("freshness_p50"),
             freshness_p99=data.get("freshness_p99"),
+            base_p50=data.get("base_p50"),
+            base_p99=data.get("base_p99"),
         )
 
 

@@ -154,13 +154,13 @@ def freshness_figures(
     ends: Mapping[str, dict[int, int]],
     index: Mapping[str, list[Visible]],
     say: Callable[[str], None],
-) -> tuple[dict[str, Any], list[tuple[int, float]]]:
+) -> tuple[dict[str, Any], list[tuple[int, float]], list[tuple[int, float]]]:
     """The freshness of every change in each topic of `tables` (topic → its base table) after
     `ends`, summarized: queryable (`delta`: base ⊕ changelog), in the base table alone
     (`base`), searchable (`search`, from the `index` moments by topic); and (commit ms,
-    freshness to Delta s) of every change seen."""
+    freshness s) of every change seen, to Delta and to the base tables."""
     search: list[float] = []
-    base: list[float] = []
+    base_seen: list[tuple[int, float]] = []
     seen: list[tuple[int, float]] = []
     unseen = 0
     for topic, table in tables.items():
@@ -168,14 +168,16 @@ def freshness_figures(
         covered = freshness_of(changes, delta_commits(table))
         seen += [(c.committed_ms, seconds) for c, seconds in covered]
         unseen += len(changes) - len(covered)
-        base += freshness_s(changes, base_commits(table))
+        in_base = freshness_of(changes, base_commits(table))
+        base_seen += [(c.committed_ms, seconds) for c, seconds in in_base]
         if moments := index.get(topic):
             search += freshness_s(changes, moments)
     say(f"bench: freshness from {len(seen):,} changes ({unseen:,} not yet visible)")
     delta = [seconds for _, seconds in seen]
+    base = [seconds for _, seconds in base_seen]
     figures = {
         "delta": summarize(delta).as_dict() if delta else None,
         "search": summarize(search).as_dict() if search else None,
         "base": summarize(base).as_dict() if base else None,
     }
-    return figures, seen
+    return figures, seen, base_seen

@@ -225,3 +225,20 @@ def test_the_records_section_compares_the_converters_per_figure(results: Results
     assert "Connect CPU s during the snapshot | \u2013 | \u2013 | \u2013 |" in text
     del results["records"]
     assert "Change records" not in markdown(results)  # reports written before it
+
+
+def test_the_quiet_tail_and_served_queries_under_load_are_reported() -> None:
+    from pipelines.bench.quiet_tail import quiet_section
+
+    figures = {
+        "quiet_tail_s": 21.4,
+        "served_under_load_s": [1.5, 1.9],
+        "served_under_load_p50": 1.7,
+        "served_idle_s": [0.9, 1.1],
+        "served_idle_p50": 1.0,
+    }
+    text = "\n".join(quiet_section(figures))
+    assert "**21.4 s**" in text and "**1.70 s** under that load" in text
+    assert "**1.00 s** idle" in text
+    assert "more than" in "\n".join(quiet_section({**figures, "quiet_tail_s": None}))
+    assert quiet_section(None) == []
