@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pipelines import kafka_security
@@ -217,6 +217,7 @@ class RawRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: dict[str, bytes]
+    timestamp_ms: int | None = None  # when it was produced (Connect: as Debezium read it)
 
 
 def fetch_one(
@@ -235,7 +236,9 @@ def fetch_one(
                 raise RetryableError(f"Kafka read error on {topic}: {msg.error()}")
             if msg.offset() != offset:  # compacted away since it was read: never another's
                 raise RetryableError(f"{topic} partition {partition} offset {offset} is gone")
-            return RawRecord(_bytes(msg.key()), _bytes(msg.value()), _headers(msg.headers()))
+            kind, at = msg.timestamp()
+            stamp = at if kind != TIMESTAMP_NOT_AVAILABLE else None
+            return RawRecord(_bytes(msg.key()), _bytes(msg.value()), _headers(msg.headers()), stamp)
         raise RetryableError(f"{topic} partition {partition} offset {offset} not read in time")
     finally:
         consumer.close()

@@ -103,7 +103,11 @@ class TableApplier:
         self.columns: T.StructType | None = None  # None: not read yet, or the table is changing
         self.known: dict[int, Version] = {}
         self.epoch = 0  # the changelog epoch batches append to; read from the commits at start
+        self.appended = 0  # the newest epoch an append went to (a seal covers it and older)
         self.dirty = False  # the changelog holds changes no sealed epoch covers
+        # The last batch ended whole (its index written too): a batch that failed after its
+        # append leaves the epoch unsealed, so a sealed epoch never holds what the index lacks.
+        self.whole = True
         self.resumed = False  # epoch and dirty read from the commits
         # When (time.monotonic) the oldest change no sealed epoch covers was committed at the
         # source: the compactor's clock for this table's freshness target.
@@ -119,7 +123,9 @@ class TableApplier:
         # many a table's batch took: each is a round of scheduling on the machine's few cores.
         context = self.spark.sparkContext
         with self.between_batches, job_group(context, f"{self.table.name}: batch {batch_id}") as g:
+            self.whole = False
             stats = self.apply(env, stats)
+            self.whole = True
             stats.jobs = len(context.statusTracker().getJobIdsForGroup(g))
         self.progress(
             self.table.name,
@@ -141,7 +147,7 @@ class TableApplier:
         if not self.between_batches.acquire(timeout=wait_s):
             return None
         try:
-            return self.seal()
+            return self.seal() if self.whole else None
         finally:
             self.between_batches.release()
 
@@ -154,8 +160,12 @@ class TableApplier:
         if not self.dirty or self.previous is None:
             self.dirty_since = None
             return None
-        sealed = Sealed(self.table, self.app_id, self.epoch, self.previous)
-        self.epoch, self.dirty, self.dirty_since = self.epoch + 1, False, None
+        # The newest epoch appended to, not the one batches would append to next: that one may
+        # be a fresh epoch nothing went to yet (just resumed), which a restarted stream's new
+        # applier would pick again and append to while this seal's MERGE says it holds it.
+        sealed = Sealed(self.table, self.app_id, self.appended, self.previous)
+        self.epoch = max(self.epoch, self.appended + 1)
+        self.dirty, self.dirty_since = False, None
         return sealed
 
     def resume(self) -> None:
@@ -167,6 +177,7 @@ class TableApplier:
         base_meta, log_meta = commits(self.spark, self.base.path)
         self.previous = newest(base_meta, log_meta)
         self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1
+        self.appended = epoch_of(log_meta)
         self.dirty = epoch_of(log_meta) > epoch_of(base_meta)
         self.dirty_since = 0.0 if self.dirty else None  # a crashed run's: long overdue
         self.resumed = True
@@ -235,7 +246,7 @@ class TableApplier:
                 faults.pause_if("before-append", self.table.name, self.run_dir)
                 with stats.timed("append"):
                     self.changelog.append(rows, self.epoch, meta)
-                self.previous, self.dirty = meta, True
+                self.previous, self.dirty, self.appended = meta, True, self.epoch
                 if self.dirty_since is None:
                     self.dirty_since = _committed_at(stats)
                 faults.pause_if("after-commit", self.table.name, self.run_dir)

@@ -190,11 +190,15 @@ class Compactor:
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
-            start = self.due()
-            if start is None or start > time.monotonic():
-                self.stopping.wait(TICK_S)
-                continue
-            self.round()
+            try:
+                start = self.due()
+                if start is None or start > time.monotonic():
+                    self.stopping.wait(TICK_S)
+                    continue
+                self.round()
+            except Exception as exc:  # never the end of compaction for the rest of the run
+                self.out(run_log.warning(f"compaction round failed: {cause(str(exc))}"))
+                self.stopping.wait(RETRY_S[0])
 
     def round(self) -> None:
         """Seal and compact every table with changes pending, several at once."""

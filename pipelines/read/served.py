@@ -54,16 +54,16 @@ def served_file(settings: Settings) -> Path:
     return settings.run_dir / "served.json"
 
 
-def request_file(settings: Settings) -> Path:
-    """A query writes the names of the views it reads there; they are brought up to date for it
-    (see ServedViews)."""
-    return settings.run_dir / "served-request"
+def request_dir(settings: Settings) -> Path:
+    """Each query writes a file there naming the views it reads; they are brought up to date
+    for it (see ServedViews). A file each, so queries at once never overwrite each other."""
+    return settings.run_dir / "served-requests"
 
 
-def requested(settings: Settings) -> list[str] | None:
-    """The views the newest request names (None: unreadable, so every view)."""
+def requested(path: Path) -> list[str] | None:
+    """The views a request names (None: unreadable, so every view)."""
     try:
-        names = json.loads(request_file(settings).read_text())["views"]
+        names = json.loads(path.read_text())["views"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return [str(n) for n in names] if isinstance(names, list) else None
@@ -124,23 +124,27 @@ class ServedViews:
     def _loop(self) -> None:
         try:
             while not self._stop.wait(TICK_S):
-                asked = _mtime(request_file(self.settings))
-                if asked > self.fresh:
-                    names = requested(self.settings)
+                self._note_servable()
+                requests = sorted(request_dir(self.settings).glob("*.json"))
+                now, asked = time.time(), 0.0
+                for request in requests:
+                    asked = max(asked, _mtime(request))
+                    names = requested(request)
                     for name in self.servable if names is None else names:
-                        self.wanted[name] = asked
-                now = time.time()
+                        self.wanted[name] = now
                 self.wanted = {n: at for n, at in self.wanted.items() if now - at <= WARM_S}
-                if asked <= self.fresh and not self.wanted:
+                if not requests and not self.wanted:
                     continue  # nobody asked lately
                 try:
                     self.tick(set(self.wanted))
                 except Exception as exc:  # a bad tick (the lake unreachable): the next one
                     log.warning("query views not refreshed: %s", str(exc).splitlines()[0])
                     continue
-                if asked > self.fresh:
-                    self.fresh = asked
+                if requests:
+                    self.fresh = max(self.fresh, asked)
                     self._publish()
+                    for request in requests:
+                        request.unlink(missing_ok=True)
         finally:  # views that no longer follow the tables must not be advertised
             self._unpublish()
 
@@ -155,7 +159,6 @@ class ServedViews:
 
         served = set(self.stamps)
         views = derived_views(self.settings, refs, self.specs)
-        servable = sorted([*(r.name for r in refs), *(v.name for v in views), ERRORS_VIEW])
         for ref in refs:
             if wanted is None or ref.name in wanted:
                 self.refresh(ref.name, ref.path(self.settings.lake), ref.soft_delete)
@@ -164,7 +167,22 @@ class ServedViews:
                 self.refresh_view(view)
         if wanted is None or ERRORS_VIEW in wanted:
             self.refresh(ERRORS_VIEW, errors_path(self.settings), plain=True)
-        if set(self.stamps) != served or servable != self.servable:
+        if set(self.stamps) != served:
+            self._publish()
+
+    def _note_servable(self) -> None:
+        """Every view a query may ask for (the run's tables, views.json's views, `_errors`),
+        published when it changes: the names a query looks for in its statement."""
+        from pipelines.read.query import ERRORS_VIEW
+        from pipelines.read.views import derived_views
+
+        try:
+            refs = list(self.refs())
+        except RuntimeError:  # the run added a table while we looked: next tick
+            return
+        views = derived_views(self.settings, refs, self.specs)
+        servable = sorted([*(r.name for r in refs), *(v.name for v in views), ERRORS_VIEW])
+        if servable != self.servable:
             self.servable = servable
             self._publish()
 
@@ -261,6 +279,8 @@ class ServedViews:
         service = getattr(jvm.org.apache.spark.sql.connect.service, "SparkConnectService$")
         self.port = int(getattr(service, "MODULE$").localPort())  # a Scala object's one instance
         self.token = self.spark.conf.get("spark.connect.authenticate.token") or ""
+        request_dir(self.settings).mkdir(parents=True, exist_ok=True)
+        self._note_servable()
         self._publish()
         self._thread.start()
 
@@ -271,7 +291,7 @@ class ServedViews:
             "port": self.port,
             "token": self.token,
             "lake": self.settings.lake,
-            "views": self.servable or sorted(self.stamps),
+            "views": self.servable,
             "fresh": self.fresh,
         }
         jsonfile.write_atomically(served_file(self.settings), doc, mode=0o600)
@@ -372,8 +392,11 @@ def connect(
     # Seconds, not pyspark's ten minutes of retries, before a gone pipeline means a local query.
     spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
     try:
-        for name in served.views if show else mentioned(served.views, sql):
+        for name in mentioned(served.views, sql):
             spark.table(f"global_temp.{name}").createOrReplaceTempView(name)
+        for name in served.views if show else ():  # those that exist (yet)
+            with contextlib.suppress(Exception):
+                spark.table(f"global_temp.{name}").createOrReplaceTempView(name)
     except Exception as exc:  # the pipeline stopped in between: a local session answers
         log.info("the running pipeline did not answer (%s); querying locally", exc)
         with contextlib.suppress(Exception):
@@ -392,7 +415,7 @@ def brought_up_to_date(
     statement that reads no view asks for nothing."""
     if not views:
         return served_views(settings)
-    request = request_file(settings)
+    request = request_dir(settings) / f"{os.getpid()}-{secrets.token_hex(4)}.json"
     jsonfile.write_atomically(request, {"views": sorted(views)})
     asked, deadline = _mtime(request), time.monotonic() + timeout_s
     while True:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -198,6 +198,7 @@ def _table_report(
     meta = read.meta if read is not None else None
     lsn = meta.max_lsn if meta else None
     waiting = _lag(marks, ref.topic, meta)
+    since = _waiting_since(settings.kafka_bootstrap, marks, ref.topic, meta) if waiting else None
     return {
         "exists": read is not None,
         **(_row_counts(read) if read is not None else {"rows": None, "soft_deleted": None}),
@@ -205,38 +206,66 @@ def _table_report(
         "applied_lsn_pg": pg_lsn(lsn) if lsn is not None else None,
         "source_commit_time": meta.max_source_ts if meta else None,
         "lag_records": waiting,
-        **_lags(spark, path, read, waiting),
+        **_lags(spark, path, read, waiting, since),
     }
 
 
+def _waiting_since(
+    bootstrap: str, marks: Marks | None, topic: str, meta: CommitMeta | None
+) -> float | None:
+    """When (epoch seconds) the oldest record not applied yet was written to the topic; None
+    when nothing waits but a trailing tombstone (a delete's, which applies nothing) or Kafka
+    does not answer."""
+    if marks is None or topic not in marks:
+        return None
+    done = meta.offsets if meta else {}
+    found = []
+    for partition, (low, high) in marks[topic].items():
+        first = max(low, min(high, done.get(str(partition), low)))
+        if first >= high:
+            continue
+        try:
+            record = kafka_io.fetch_one(bootstrap, topic, partition, first, timeout_s=5)
+        except ChangelakeError:  # compacted away meanwhile, or Kafka slow: no figure
+            continue
+        if record.value is None and first == high - 1:
+            continue
+        if record.timestamp_ms is not None:
+            found.append(record.timestamp_ms / 1000)
+    return min(found, default=None)
+
+
 def _lags(
-    spark: SparkSession, path: str, read: TableRead | None, waiting: int | None
+    spark: SparkSession,
+    path: str,
+    read: TableRead | None,
+    waiting: int | None,
+    since: float | None,
 ) -> dict[str, Any]:
     """How far behind the source the changelog (changelake's own reads) and the base table
-    (every other reader) are. The changelog: the records not applied yet, and while there are
-    any, the seconds since the newest change it holds was committed (0 when none wait). The base
-    table: the changes it lacks (in its changelog, and not applied yet), and the seconds since the
-    oldest of them was committed (the changelog's lag when its changelog holds none of them)."""
+    (every other reader) are. The changelog: the records not applied yet, and the seconds since
+    the oldest of them was written (`since`; 0 when none wait). The base table: the changes it
+    lacks (in its changelog, and not applied yet), and the seconds since the oldest of them was
+    committed (the changelog's lag when its changelog holds none of them)."""
     from pyspark.sql import functions as F
 
     from pipelines.changelog.decode import SOURCE_TS
 
     if read is None or read.meta is None:
         return dict.fromkeys(_LAG_FIELDS)
-    now = datetime.now(UTC)
-    newest = read.meta.max_source_ts
+    now = time.time()
     log_s = None if waiting is None else 0.0
-    if waiting and newest:
-        log_s = max(0.0, (now - datetime.fromisoformat(newest)).total_seconds())
+    if since is not None:
+        log_s = max(0.0, now - since)
     changes, base_s = 0, log_s
     if read.pending is not None:  # epochs the base table has not folded in yet
         rows = ChangelogSink(spark, changelog_of(path)).rows(epoch_of(read.base_meta))
-        found = rows.agg(F.count("*"), F.min(SOURCE_TS)).first()
+        # As epoch seconds: a collected timestamp is in the host's zone, not the session's.
+        found = rows.agg(F.count("*"), F.min(F.unix_micros(SOURCE_TS))).first()
         assert found is not None  # a global aggregate always has one row
         changes = int(found[0])
         if found[1] is not None:
-            oldest = found[1].replace(tzinfo=UTC) if found[1].tzinfo is None else found[1]
-            base_s = max(log_s or 0.0, (now - oldest).total_seconds())
+            base_s = max(log_s or 0.0, now - int(found[1]) / 1e6)
     return {
         "changelog_lag_s": log_s,
         "changelog_lag_changes": waiting,

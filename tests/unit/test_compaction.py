@@ -143,3 +143,24 @@ def test_a_quiet_table_is_sealed_by_the_compactor_once_its_target_is_near(
         assert compactor.due() == pytest.approx(time.monotonic(), abs=1.0)
     finally:
         compactor.stop(wait_s=30)
+
+
+def test_a_seal_covers_the_epochs_appended_to_never_a_fresh_one() -> None:
+    """Resumed with a crashed run's epochs (the newest appended: 3), the applier appends next to
+    epoch 4; sealing then must cover 3, not 4: a restarted stream's new applier would append to
+    4 again while this seal's MERGE told readers the base table held it."""
+    from pipelines.apply.batch import TableApplier
+
+    ref = TableRef("public", "t", "p.public.t", "c", "s")
+    meta = CommitMeta("apply", ref.topic, {"0": 9}, 9, None, ("id",))
+    applier = object.__new__(TableApplier)  # no Spark: seal() reads only what resume() set
+    applier.table, applier.app_id, applier.previous = ref, "app", meta
+    applier.resumed, applier.dirty, applier.dirty_since = True, True, 0.0
+    applier.appended, applier.epoch = 3, 4
+    sealed = applier.seal()
+    assert sealed is not None and sealed.epoch == 3
+    assert (applier.epoch, applier.dirty, applier.pending_since()) == (4, False, None)
+    assert applier.seal() is None  # nothing new
+    applier.appended, applier.dirty = 4, True  # a batch appended to epoch 4
+    sealed = applier.seal()
+    assert sealed is not None and sealed.epoch == 4 and applier.epoch == 5

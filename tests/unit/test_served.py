@@ -148,11 +148,13 @@ def test_a_query_waits_for_views_up_to_date_with_its_request(settings: Settings)
         assert served.brought_up_to_date(settings, ["t"], timeout_s=0.3) is not None
         assert time.monotonic() - began >= 0.3  # waited, then took the views as they are
 
-        request = settings.run_dir / "served-request"
-        before = request.stat().st_mtime_ns
+        requests = served.request_dir(settings)
+        before = set(requests.glob("*.json"))
+        assert [served.requested(r) for r in before] == [["t"]]  # what the first one asked for
 
         def pipeline_answers() -> None:  # as ServedViews does, once the request is there
-            wait_for(lambda: request.stat().st_mtime_ns > before, 5, "the query's request")
+            wait_for(lambda: set(requests.glob("*.json")) - before, 5, "the query's request")
+            (request,) = set(requests.glob("*.json")) - before
             asked = request.stat().st_mtime
             doc = json.loads((settings.run_dir / "served.json").read_text())
             (settings.run_dir / "served.json").write_text(json.dumps({**doc, "fresh": asked}))
