@@ -7,6 +7,7 @@ holds one copy of each library (the wheel's), not two versions fighting.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -24,7 +25,7 @@ from pipelines.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 PACKAGE_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 PACKAGE_POOLS = Path(__file__).resolve().parent / "fairscheduler.xml"
@@ -196,6 +197,26 @@ def owned_session(
     finally:
         if not had:
             spark.stop()
+
+
+def kept(df: DataFrame) -> DataFrame:
+    """`df` computed now and held (in memory, spilling to disk) under a plan that reads no
+    table, for a frame read several times while the pipeline writes the tables it reads.
+
+    Not `persist()`: whenever anything writes a table, Spark re-plans every cached frame that
+    reads it, in the writing thread (a write's `CacheManager.recacheByPlan`), and Delta plans a
+    scan by listing the table's files in Spark jobs. The aggregate views' cached frames cost
+    the stream's history appends 10-30 s of such jobs a batch under the demo's load, and a
+    served query's cached changelog side cost every changelog append the same. `release`
+    frees it."""
+    return df.localCheckpoint(eager=True)
+
+
+def release(df: DataFrame) -> None:
+    """Free what `kept` holds (the frame is unreadable after). A frame never released is freed
+    once the JVM collects it."""
+    with contextlib.suppress(Exception):  # released already, or the session is gone
+        df._jdf.queryExecution().logical().rdd().unpersist(False)
 
 
 @contextmanager

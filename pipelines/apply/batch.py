@@ -52,7 +52,7 @@ from pipelines.sinks.delta import (
 )
 from pipelines.sinks.history import HistorySink, history_of
 from pipelines.sinks.search import SearchSink, rejected_frame
-from pipelines.spark import job_group
+from pipelines.spark import job_group, kept, release
 from pipelines.tables import TableRef
 from pipelines.views.history import carried
 
@@ -87,7 +87,7 @@ class TableApplier:
         compactor: Compactor | None = None,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
-        self.guard, self.search, self.compactor = guard, search, compactor
+        self.guard, self.search = guard, search
         self.spark = spark
         self.fetch = record_fetcher(bootstrap, table.topic)
         self.schemas = schemas
@@ -104,13 +104,13 @@ class TableApplier:
         self.known: dict[int, Version] = {}
         self.epoch = 0  # the changelog epoch batches append to; read from the commits at start
         self.appended = 0  # the newest epoch an append went to (a seal covers it and older)
-        self.dirty = False  # the changelog holds changes no sealed epoch covers
         # The last batch ended whole (its index written too): a batch that failed after its
         # append leaves the epoch unsealed, so a sealed epoch never holds what the index lacks.
         self.whole = True
-        self.resumed = False  # epoch and dirty read from the commits
+        self.resumed = False  # epoch and dirty_since read from the commits
         # When (time.monotonic) the oldest change no sealed epoch covers was committed at the
-        # source: the compactor's clock for this table's freshness target.
+        # source (None: the changelog holds none): the compactor's clock for this table's
+        # freshness target.
         self.dirty_since: float | None = None
         self.between_batches = threading.Lock()  # held while a batch applies: seals wait
         if compactor is not None and not table.events:  # an event table has no changelog
@@ -157,7 +157,7 @@ class TableApplier:
         and holds nothing the index lacks. Returns the epoch and what it covers, if anything."""
         if not self.resumed:
             self.resume()
-        if not self.dirty or self.previous is None:
+        if self.dirty_since is None or self.previous is None:
             self.dirty_since = None
             return None
         # The newest epoch appended to, not the one batches would append to next: that one may
@@ -165,7 +165,7 @@ class TableApplier:
         # applier would pick again and append to while this seal's MERGE says it holds it.
         sealed = Sealed(self.table, self.app_id, self.appended, self.previous)
         self.epoch = max(self.epoch, self.appended + 1)
-        self.dirty, self.dirty_since = False, None
+        self.dirty_since = None
         return sealed
 
     def resume(self) -> None:
@@ -178,8 +178,8 @@ class TableApplier:
         self.previous = newest(base_meta, log_meta)
         self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1
         self.appended = epoch_of(log_meta)
-        self.dirty = epoch_of(log_meta) > epoch_of(base_meta)
-        self.dirty_since = 0.0 if self.dirty else None  # a crashed run's: long overdue
+        # A crashed run's changes not compacted: long overdue.
+        self.dirty_since = 0.0 if epoch_of(log_meta) > epoch_of(base_meta) else None
         self.resumed = True
 
     def apply(self, env: DataFrame, stats: BatchStats) -> BatchStats:
@@ -228,7 +228,10 @@ class TableApplier:
             )
             before = self._before(stats)
             with stats.timed("complete"):
-                rows = self._complete(rows, key, before).persist()
+                rows = self._complete(rows, key, before)
+                # Read from the table (`before`), cached rows would be planned again by the
+                # append to its changelog (see `kept`).
+                rows = rows.persist() if before is None else kept(rows)
             try:
                 # Before the append: the restart after a crash begins at the offsets the append
                 # recorded, so whatever this batch must do besides its append happens first
@@ -246,14 +249,14 @@ class TableApplier:
                 faults.pause_if("before-append", self.table.name, self.run_dir)
                 with stats.timed("append"):
                     self.changelog.append(rows, self.epoch, meta)
-                self.previous, self.dirty, self.appended = meta, True, self.epoch
+                self.previous, self.appended = meta, self.epoch
                 if self.dirty_since is None:
                     self.dirty_since = _committed_at(stats)
                 faults.pause_if("after-commit", self.table.name, self.run_dir)
                 with stats.timed("index"):
                     self._index(rows, key, stats, meta)
             finally:
-                rows.unpersist()
+                rows.unpersist() if before is None else release(rows)
             return stats
         with stats.timed("errors"):  # a batch of nothing but bad records
             stats.errors += self._dead_letters(decoded, stats.bad)

@@ -34,6 +34,7 @@ from pipelines.changelog.decode import envelopes
 from pipelines.exceptions import ChangelakeError, RetryableError
 
 PARALLEL_TABLES = 4  # tables of one batch applied at once
+POOL = "stream"  # its Spark scheduler pool, see fairscheduler.xml
 
 
 @dataclass
@@ -73,13 +74,15 @@ class ConnectorBatch:
         self._running = threading.Lock()
         self._closed = False
         self._context, self._tag = context, f"changelake-batch-{uuid.uuid4().hex[:12]}"
-        # Each table thread tags its Spark jobs once, as it starts, for `cancel`.
         self._pool = ThreadPoolExecutor(
-            PARALLEL_TABLES,
-            thread_name_prefix="changelake-table",
-            initializer=context.addJobTag,
-            initargs=(self._tag,),
+            PARALLEL_TABLES, thread_name_prefix="changelake-table", initializer=self._in_thread
         )
+
+    def _in_thread(self) -> None:
+        """A thread's Spark jobs: tagged (for `cancel`) and in the stream's pool. A Python
+        thread's JVM thread inherits neither, and jobs in no pool are queries' (the default)."""
+        self._context.addJobTag(self._tag)
+        self._context.setLocalProperty("spark.scheduler.pool", POOL)
 
     def close(self, wait_s: float) -> bool:
         """No batch does anything from now on; wait up to `wait_s` for the one in flight to
@@ -111,6 +114,7 @@ class ConnectorBatch:
 
     def _apply(self, raw: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        self._context.setLocalProperty("spark.scheduler.pool", POOL)  # the stream's thread
         env = envelopes(raw).persist()
         try:
             per_topic = record_stats(env)

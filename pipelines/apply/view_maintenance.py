@@ -34,6 +34,7 @@ from pipelines.read.history import stored_history
 from pipelines.read.table import covered, read_table, truncate_of
 from pipelines.read.views import VIEWS, DerivedView, recorded
 from pipelines.sinks.delta import CommitMeta
+from pipelines.spark import kept, release
 from pipelines.views.aggregate import aggregated, touched_groups
 
 Out = Callable[[str], None]
@@ -96,7 +97,7 @@ def maintain(spark: SparkSession, view: DerivedView) -> Round | None:
         }
         try:
             groups = touched_groups(agg, view.spec.table, keys, new, histories, current)
-            return _merge(spark, path, groups.persist(), view, keys, current, now)
+            return _merge(spark, path, kept(groups), view, keys, current, now)
         except Exception as exc:  # e.g. a widened column under a measure: the whole view
             why = f"the incremental round failed ({str(exc).splitlines()[0][:200]})"
     with _committing(spark, now):
@@ -148,10 +149,9 @@ def _merge(
     rows = aggregated(agg, view.spec.table, key, current, groups)
     # Computed once: the MERGE reads its source twice (to find the files it rewrites, then to
     # write them), which would run the joins twice.
-    source = groups.join(rows.withColumn(_PRESENT, F.lit(True)), list(key), "left").persist()
+    source = kept(groups.join(rows.withColumn(_PRESENT, F.lit(True)), list(key), "left"))
     try:
         count = groups.count()
-        source.count()
         columns = list(rows.columns)
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in key)
         values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in columns}
@@ -167,8 +167,8 @@ def _merge(
             )
         return Round(count, None)
     finally:
-        source.unpersist()
-        groups.unpersist()
+        release(source)
+        release(groups)
 
 
 def _between(since: dict[str, int] | None, until: dict[str, int]) -> Column:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from pipelines import jsonfile
 from pipelines.settings import Settings
+from pipelines.spark import release
 from pipelines.stack.process import alive
 from pipelines.views.config import load_views, views_config_path
 
@@ -97,12 +98,13 @@ def server_conf(port: int) -> dict[str, str]:
 
 class ServedViews:
     """The global temporary views of the tables `refs()` names, brought to their newest versions
-    by a daemon thread when a query asks for them (it writes their names to `served-request`;
-    `fresh` in served.json answers with the request's time), and for WARM_S after it: only the
-    views asked for, so a query on one table costs one table's refresh, however many the run
-    applies. Nobody querying costs the pipeline a file check per tick, not a view rebuild per
-    batch. A table that cannot be read now keeps its last view and is tried again; one whose
-    base table is gone (a resnapshot) loses its view until it is back."""
+    by a daemon thread when a query asks for them (it writes their names to a file of its own
+    in `served-requests/`; `fresh` in served.json answers with the request's time), and for
+    WARM_S after it: only the views asked for, so a query on one table costs one table's
+    refresh, however many the run applies. Nobody querying costs the pipeline a file check per
+    tick, not a view rebuild per batch. A table that cannot be read now keeps its last view and
+    is tried again; one whose base table is gone (a resnapshot) loses its view until it is
+    back."""
 
     def __init__(self, spark: SparkSession, settings: Settings, refs: Callable[[], list[TableRef]]):
         self.spark, self.settings, self.refs = spark, settings, refs
@@ -112,7 +114,7 @@ class ServedViews:
         # a query scans the base table and joins a cached frame instead of reading and
         # shuffling the changelog again.
         self.cached: dict[str, DataFrame] = {}
-        self.retired: list[tuple[float, DataFrame]] = []  # replaced, unpersisted after WARM_S
+        self.retired: list[tuple[float, DataFrame]] = []  # replaced, released after WARM_S
         self.fresh = 0.0  # the newest request the views have been brought up to date for
         self.wanted: dict[str, float] = {}  # each view asked for, and when it was last asked
         self.servable: list[str] = []  # every view a query may ask for
@@ -218,7 +220,7 @@ class ServedViews:
                 read = read_table(self.spark, path, soft_delete, cache=True)
                 rows, pending = read.rows, read.pending
             rows.createOrReplaceGlobalTempView(name)
-            self._retire(self.cached.pop(name, None), pending)
+            self._retire(self.cached.pop(name, None))
             if pending is not None:
                 self.cached[name] = pending
         except Exception as exc:  # never the pipeline's problem: the next tick tries again
@@ -260,17 +262,16 @@ class ServedViews:
     def _drop(self, name: str) -> None:
         if self.stamps.pop(name, None) is not None:
             self.spark.catalog.dropGlobalTempView(name)
-        self._retire(self.cached.pop(name, None), None)
+        self._retire(self.cached.pop(name, None))
 
-    def _retire(self, old: DataFrame | None, new: DataFrame | None) -> None:
-        """Unpersist a replaced view's cached frame once queries that planned with it have had
-        WARM_S to finish (unpersisted under a running query, Spark would cache it again, for
-        good); never one the new view shares (an unchanged changelog plans the same frame)."""
+    def _retire(self, old: DataFrame | None) -> None:
+        """Release a replaced view's kept frame once queries that planned with it have had
+        WARM_S to finish (released under a running query, it would fail)."""
         now = time.monotonic()
-        if old is not None and not (new is not None and old.sameSemantics(new)):
+        if old is not None:
             self.retired.append((now, old))
         while self.retired and now - self.retired[0][0] > WARM_S:
-            self.retired.pop(0)[1].unpersist()
+            release(self.retired.pop(0)[1])
 
     def start(self) -> None:
         """Serve the session's Connect server (the port it bound, the token it expects)."""

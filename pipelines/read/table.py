@@ -19,6 +19,7 @@ from pipelines.changelog.plan import Truncate
 from pipelines.read.view import current_rows, newest_changes
 from pipelines.sinks.changelog import EPOCH, changelog_of
 from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists, latest_commit
+from pipelines.spark import kept
 
 
 def epoch_of(meta: CommitMeta | None) -> int:
@@ -89,9 +90,9 @@ def read_table(
     spark: SparkSession, base_path: str, soft_delete: bool = False, cache: bool = False
 ) -> TableRead:
     """The table at its newest change. The base table must exist (the snapshot creates it).
-    `cache`: the changelog's newest change per key is kept in memory once the first read
-    computes it (small: one compaction interval of changes), for a view read many times;
-    `pending` is that frame, which the caller unpersists when done with the view."""
+    `cache`: the changelog's newest change per key is computed now and kept (small: one
+    compaction interval of changes; see `spark.kept`), for a view read many times; `pending`
+    is that frame, which the caller releases (`spark.release`) when done with the view."""
     changelog_path = changelog_of(base_path)
     log = _latest(spark, changelog_path)  # pinned first: see the module's docstring
     changelog_meta = log[1] if log else None
@@ -107,8 +108,8 @@ def read_table(
     truncates = [t for t in (truncate_of(base_meta), truncate_of(changelog_meta)) if t]
     truncate = max(truncates, key=lambda t: t.lsn) if truncates else None
     pending_rows = newest_changes(fresh, key)
-    if cache:  # not computed here: a view rebuilt every round may never be read
-        pending_rows = pending_rows.persist()
+    if cache:
+        pending_rows = kept(pending_rows)
     rows = current_rows(base, fresh, key, truncate, soft_delete, pending_rows)
     return TableRead(rows, meta, base_version, base_meta, pending_rows, soft_delete)
 

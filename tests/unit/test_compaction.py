@@ -155,12 +155,12 @@ def test_a_seal_covers_the_epochs_appended_to_never_a_fresh_one() -> None:
     meta = CommitMeta("apply", ref.topic, {"0": 9}, 9, None, ("id",))
     applier = object.__new__(TableApplier)  # no Spark: seal() reads only what resume() set
     applier.table, applier.app_id, applier.previous = ref, "app", meta
-    applier.resumed, applier.dirty, applier.dirty_since = True, True, 0.0
+    applier.resumed, applier.dirty_since = True, 0.0
     applier.appended, applier.epoch = 3, 4
     sealed = applier.seal()
     assert sealed is not None and sealed.epoch == 3
-    assert (applier.epoch, applier.dirty, applier.pending_since()) == (4, False, None)
+    assert (applier.epoch, applier.pending_since()) == (4, None)
     assert applier.seal() is None  # nothing new
-    applier.appended, applier.dirty = 4, True  # a batch appended to epoch 4
+    applier.appended, applier.dirty_since = 4, 0.0  # a batch appended to epoch 4
     sealed = applier.seal()
     assert sealed is not None and sealed.epoch == 4 and applier.epoch == 5
