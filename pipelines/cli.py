@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pipelines import __version__, commands
 from pipelines.apply.run_options import DEFAULTS
@@ -15,8 +16,28 @@ from pipelines.exceptions import ChangelakeError
 from pipelines.settings import dotenv_defaults, load_settings, project_root
 
 
+class _DefaultsShown(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it names one itself (or has none: a
+    flag, an unset option)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        quiet = action.default in (None, False, [], argparse.SUPPRESS) or not action.option_strings
+        if quiet or "(default" in text:
+            return action.help
+        return f"{text} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """changelake's parsers: subcommands' too (argparse makes those of the same class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsShown)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="changelake",
         description="Postgres → Debezium → Kafka → Delta Lake and OpenSearch, kept in step.",
     )
@@ -38,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="status as JSON, for programs")
     p.set_defaults(handler=commands.stack_command)
 
-    p = sub.add_parser("connectors", help="apply | status | delete Kafka Connect connectors")
+    p = sub.add_parser("connectors", help="init | apply | status | delete Kafka Connect connectors")
     csub = p.add_subparsers(dest="action", required=True)
     c = csub.add_parser("apply", help="validate, then create or update connectors from JSON")
     c.add_argument("files", nargs="*", help="connector JSON files (default: connectors/*.json)")
@@ -82,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=commands.demo_command)
 
     p = sub.add_parser("topics", help="show the change topics: counts and sample events")
-    p.add_argument("--prefix", default="shop.", help="topic name prefix (default shop.)")
+    p.add_argument("--prefix", default="shop.", help="topic name prefix")
     p.add_argument("--sample", type=int, default=3, help="events to show per topic")
     p.add_argument("--wait", action="store_true", help="first wait until Connect has caught up")
     p.set_defaults(handler=commands.topics_command)
@@ -106,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         default=DEFAULTS.freshness_target_s,
         help="keep each base table (what Polars, DuckDB, delta-rs read) within this many seconds "
-        "of its source, also when the source goes quiet (default: %(default)s)",
+        "of its source, also when the source goes quiet",
     )
     p.add_argument(
         "--views-seconds",
@@ -165,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         help="narrow the results (repeatable); numeric and date fields also take <, <=, >, >=",
     )
-    p.add_argument("--limit", type=int, default=10, help="how many results (default 10)")
+    p.add_argument("--limit", type=int, default=10, help="how many results")
     p.add_argument("--json", action="store_true", help="results as JSON, for programs")
     p.set_defaults(handler=commands.search_command)
 
@@ -188,9 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask Debezium to re-send the rows found missing or different (an incremental "
         "snapshot of just those keys), then verify again",
     )
-    p.add_argument(
-        "--passes", type=int, default=3, help="with --repair: most re-send rounds (default 3)"
-    )
+    p.add_argument("--passes", type=int, default=3, help="with --repair: most re-send rounds")
     p.set_defaults(handler=commands.verify_command)
 
     p = sub.add_parser(

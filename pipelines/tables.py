@@ -74,10 +74,6 @@ class TableRef:
         the same name from two databases never meet."""
         return f"{root.rstrip('/')}/{self.prefix}/{self.schema}/{self.table}"
 
-    def legacy_path(self, root: str) -> str:
-        """Where releases before the prefix kept it (`run` moves a table found there)."""
-        return f"{root.rstrip('/')}/{self.schema}/{self.table}"
-
 
 def lake_config_path(settings: Settings) -> Path:
     return Path(os.environ.get("CHANGELAKE_LAKE_CONFIG") or settings.config_dir / "lake.json")

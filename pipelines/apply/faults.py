@@ -11,14 +11,6 @@ import os
 import time
 from pathlib import Path
 
-POINTS = (
-    "before-snapshot-commit",
-    "before-append",
-    "after-commit",
-    "before-index",
-    "after-compaction-merge",
-)
-
 
 def pause_if(point: str, table: str, run_dir: Path) -> None:
     wanted = os.environ.get("CHANGELAKE_FAULT_PAUSE")

@@ -1,6 +1,6 @@
-"""How a table joins its connector's stream: its Delta table made sure of (moved from the old
-layout, dropped for a requested resnapshot, snapshotted from its topic when missing), its
-history started for the views that read it, and the offsets its stream begins at."""
+"""How a table joins its connector's stream: its Delta table made sure of (dropped for a
+requested resnapshot, snapshotted from its topic when missing), its history started for the
+views that read it, and the offsets its stream begins at."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pyspark.sql import SparkSession
 
 from pipelines import kafka_io, lakefs, progress
 from pipelines.apply.guards import topic_hint, topic_problem
-from pipelines.apply.lake_layout import move_legacy
 from pipelines.apply.run_report import snapshot_lines
 from pipelines.apply.snapshot import snapshot
 from pipelines.apply.table_views import forget_changes, start_history
@@ -39,7 +38,6 @@ def prepare_table(
     `snapshotting()`), None while its topic is empty. `resnapshot`: drop it first."""
     lake = settings.lake
     sink = DeltaSink.of(spark, ref, lake)
-    move_legacy(spark, ref, lake, out)
     if resnapshot:
         out(f"{ref.name}: dropping the derived table and its changelog to re-snapshot")
         lakefs.delete(spark, ref.path(lake))

@@ -1,4 +1,5 @@
-"""Merge planning: a batch of change rows → the one change per key that a MERGE applies.
+"""Change planning: a batch of change rows → the one change per key the changelog (and, at
+compaction, the base table) takes.
 
 Pure DataFrame-in, DataFrame-out. Ordering is per key by (LSN, partition, offset): row locks make
 a key's changes reach the WAL in commit order, so the newest LSN is the newest state.
@@ -43,7 +44,8 @@ def latest_per_key(
 ) -> DataFrame:
     """The newest change per key. With `toastable` columns, a placeholder in the newest change
     takes the value of the newest earlier change of the same key (after its last delete) that
-    carried one; what stays unresolved is left in `_toasted` for the MERGE to keep as stored."""
+    carried one; what stays unresolved is left in `_toasted`, for the table as of before the
+    batch to fill."""
     others = [c for c in changes.columns if c not in key]
     aggs = [F.max_by(F.struct(*others), _position()).alias("_newest")]
     for col in toastable:

@@ -34,11 +34,6 @@ class SourceColumn:
     optional: bool = True
     items: SourceColumn | None = None  # the element of an array
 
-    @property
-    def source_type(self) -> str:
-        """The Postgres type as Debezium propagates it (column.propagate.source.type)."""
-        return self.params.get("__debezium.source.column.type", "")
-
 
 def source_column(spec: Mapping[str, Any]) -> SourceColumn:
     """Parse one entry of a JsonConverter struct schema's `fields`."""

@@ -8,7 +8,7 @@ memory at a time.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -140,6 +140,3 @@ def doc_id(values: Sequence[Any]) -> str:
     if len(values) == 1:
         return str(values[0])
     return json.dumps([str(v) for v in values], separators=(",", ":"), ensure_ascii=False)
-
-
-Differ = Callable[[Rows, Rows], list[str]]

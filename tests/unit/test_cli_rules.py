@@ -1,0 +1,38 @@
+"""Rules every changelake command follows, held for the whole parser."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+from pipelines.cli import build_parser
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, name: str = "changelake"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, child in action.choices.items():
+                yield from _parsers(child, f"{name} {sub}")
+
+
+def test_every_option_with_a_default_shows_it_in_help() -> None:
+    hidden = []
+    for name, parser in _parsers(build_parser()):
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if not action.option_strings or action.default in (None, False, [], argparse.SUPPRESS):
+                continue
+            shown = " ".join((action.help or "").split())
+            if "(default" not in shown:
+                shown = f"{shown} (default: {action.default})"
+            if shown not in text:
+                hidden.append(f"{name} {action.option_strings[0]}")
+    assert not hidden, f"options whose --help hides their default: {hidden}"
+
+
+def test_top_level_help_names_every_subcommand() -> None:
+    text = build_parser().format_help()
+    assert "init | apply | status | delete" in text
