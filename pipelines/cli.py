@@ -15,6 +15,13 @@ from pipelines.commands import Handler
 from pipelines.exceptions import ChangelakeError
 from pipelines.settings import dotenv_defaults, load_settings, project_root
 
+NO_DEFAULT: tuple[object, ...] = (
+    None,
+    False,
+    [],
+    argparse.SUPPRESS,
+)  # defaults an option's help does not show
+
 
 class _DefaultsShown(argparse.HelpFormatter):
     """Every option's help ends with its default, unless it names one itself (or has none: a
@@ -22,7 +29,7 @@ class _DefaultsShown(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        quiet = action.default in (None, False, [], argparse.SUPPRESS) or not action.option_strings
+        quiet = action.default in NO_DEFAULT or not action.option_strings
         if quiet or "(default" in text:
             return action.help
         return f"{text} (default: %(default)s)"

@@ -206,7 +206,7 @@ def kept(df: DataFrame) -> DataFrame:
     Not `persist()`: whenever anything writes a table, Spark re-plans every cached frame that
     reads it, in the writing thread (a write's `CacheManager.recacheByPlan`), and Delta plans a
     scan by listing the table's files in Spark jobs. The aggregate views' cached frames cost
-    the stream's history appends 10-30 s of such jobs a batch under the demo's load, and a
+    the stream's history appends 12-46 s of such jobs in some batches under the demo's load, and a
     served query's cached changelog side cost every changelog append the same. `release`
     frees it."""
     return df.localCheckpoint(eager=True)
@@ -217,6 +217,17 @@ def release(df: DataFrame) -> None:
     once the JVM collects it."""
     with contextlib.suppress(Exception):  # released already, or the session is gone
         df._jdf.queryExecution().logical().rdd().unpersist(False)
+
+
+@contextmanager
+def held(df: DataFrame, reads_tables: bool) -> Iterator[DataFrame]:
+    """`df` computed once for the block and freed after it: cached, or `kept` when it reads a
+    table the block writes (`reads_tables`), where a cached frame would be planned again."""
+    frame = kept(df) if reads_tables else df.persist()
+    try:
+        yield frame
+    finally:
+        release(frame) if reads_tables else frame.unpersist()
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from pipelines.sinks.delta import (
 )
 from pipelines.sinks.history import HistorySink, history_of
 from pipelines.sinks.search import SearchSink, rejected_frame
-from pipelines.spark import job_group, kept, release
+from pipelines.spark import held, job_group
 from pipelines.tables import TableRef
 from pipelines.views.history import carried
 
@@ -227,12 +228,14 @@ class TableApplier:
                 decoded.toastable if stats.toasted else (),
             )
             before = self._before(stats)
-            with stats.timed("complete"):
-                rows = self._complete(rows, key, before)
-                # Read from the table (`before`), cached rows would be planned again by the
-                # append to its changelog (see `kept`).
-                rows = rows.persist() if before is None else kept(rows)
-            try:
+            with ExitStack() as batch:
+                with stats.timed("complete"):
+                    # Held for the batch's several reads; read from the table (`before`),
+                    # cached rows would be planned again by the append to its changelog.
+                    reads_tables = before is not None
+                    rows = batch.enter_context(
+                        held(self._complete(rows, key, before), reads_tables)
+                    )
                 # Before the append: the restart after a crash begins at the offsets the append
                 # recorded, so whatever this batch must do besides its append happens first
                 # (both are harmless to repeat); only the index is caught up after a crash.
@@ -255,8 +258,6 @@ class TableApplier:
                 faults.pause_if("after-commit", self.table.name, self.run_dir)
                 with stats.timed("index"):
                     self._index(rows, key, stats, meta)
-            finally:
-                rows.unpersist() if before is None else release(rows)
             return stats
         with stats.timed("errors"):  # a batch of nothing but bad records
             stats.errors += self._dead_letters(decoded, stats.bad)

@@ -111,8 +111,8 @@ class ServedViews:
         self.port, self.token = 0, ""
         self.stamps: dict[str, Stamp] = {}
         # Each view's changelog side (newest change per key), computed once per version, so
-        # a query scans the base table and joins a cached frame instead of reading and
-        # shuffling the changelog again.
+        # a query scans the base table and joins a checkpointed frame (`spark.kept`) instead
+        # of reading and shuffling the changelog again.
         self.cached: dict[str, DataFrame] = {}
         self.retired: list[tuple[float, DataFrame]] = []  # replaced, released after WARM_S
         self.fresh = 0.0  # the newest request the views have been brought up to date for

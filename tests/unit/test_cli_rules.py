@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterator
 
-from pipelines.cli import build_parser
+from pipelines.cli import NO_DEFAULT, build_parser
 
 
 def _parsers(
@@ -23,7 +24,7 @@ def test_every_option_with_a_default_shows_it_in_help() -> None:
     for name, parser in _parsers(build_parser()):
         text = " ".join(parser.format_help().split())
         for action in parser._actions:
-            if not action.option_strings or action.default in (None, False, [], argparse.SUPPRESS):
+            if not action.option_strings or action.default in NO_DEFAULT:
                 continue
             shown = " ".join((action.help or "").split())
             if "(default" not in shown:
@@ -33,6 +34,16 @@ def test_every_option_with_a_default_shows_it_in_help() -> None:
     assert not hidden, f"options whose --help hides their default: {hidden}"
 
 
-def test_top_level_help_names_every_subcommand() -> None:
-    text = build_parser().format_help()
-    assert "init | apply | status | delete" in text
+def test_every_help_names_each_of_its_subcommands() -> None:
+    unnamed = []
+    for name, parser in _parsers(build_parser()):
+        # As a word of its own, outside the description (which may say "run" in passing).
+        text = parser.format_help().replace(parser.description or "", "")
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                unnamed += [
+                    f"{name} {sub}"
+                    for sub in action.choices
+                    if not re.search(rf"(?<![\w-]){re.escape(sub)}(?![\w-])", text)
+                ]
+    assert not unnamed, f"subcommands their parent's --help does not name: {unnamed}"
