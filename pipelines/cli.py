@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines import __version__, commands
+from pipelines import __version__, commands, exit_codes
 from pipelines.apply.run_options import DEFAULTS
 from pipelines.commands import Handler
 from pipelines.exceptions import ChangelakeError
@@ -97,7 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true")
     c = csub.add_parser("delete", help="remove a connector and the offsets Connect stored for it")
     c.add_argument("name")
-    c.add_argument("--drop-slot", action="store_true", help="also drop its replication slot")
+    c.add_argument(
+        "--drop-slot",
+        action="store_true",
+        help="also drop its replication slot: the WAL it kept is gone, and a new connector "
+        "snapshots again (asks first, unless --yes)",
+    )
+    c.add_argument("--yes", action="store_true", help="destroy without asking")
     p.set_defaults(handler=commands.connectors_command)
 
     p = sub.add_parser("demo", help="the demo shop: seed rows, run a workload")
@@ -110,7 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=commands.demo_command)
 
     p = sub.add_parser("topics", help="show the change topics: counts and sample events")
-    p.add_argument("--prefix", default="shop.", help="topic name prefix")
+    p.add_argument(
+        "--prefix", help="topic name prefix (default: the project's connector files' topic.prefix)"
+    )
+    p.add_argument("--json", action="store_true", help="for programs")
     p.add_argument("--sample", type=int, default=3, help="events to show per topic")
     p.add_argument("--wait", action="store_true", help="first wait until Connect has caught up")
     p.set_defaults(handler=commands.topics_command)
@@ -121,7 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--master", help="Spark master URL (default local[2], or CHANGELAKE_SPARK_MASTER)"
     )
-    p.add_argument("--resnapshot", help="drop these derived tables and snapshot them again")
+    p.add_argument(
+        "--resnapshot",
+        help="drop these derived tables (comma-separated) and snapshot them again (asks first, "
+        "unless --yes)",
+    )
+    p.add_argument("--yes", action="store_true", help="destroy without asking")
     p.add_argument(
         "--trigger-seconds",
         type=float,
@@ -277,10 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args, settings)
     except ChangelakeError as exc:
         print(f"changelake: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.ERROR
     except KeyboardInterrupt:
         print("changelake: interrupted", file=sys.stderr)
-        return 130
+        return exit_codes.INTERRUPTED
 
 
 if __name__ == "__main__":

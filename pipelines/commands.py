@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines import exit_codes
 from pipelines.apply.run_options import RunOptions
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
@@ -42,8 +43,9 @@ def stack_command(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps(report, indent=2))
         else:
             _print_stack_status(report)
-        return 0 if all(s["state"] == "healthy" for s in report["services"].values()) else 3
-    return 0
+        healthy = all(s["state"] == "healthy" for s in report["services"].values())
+        return exit_codes.OK if healthy else exit_codes.NEEDS_A_PERSON
+    return exit_codes.OK
 
 
 def _print_stack_status(report: dict[str, Any]) -> None:
@@ -65,6 +67,8 @@ def connectors_command(args: argparse.Namespace, settings: Settings) -> int:
     elif args.action == "init":
         _init_connector(args, settings)
     elif args.action == "delete":
+        if args.drop_slot:
+            _confirmed(args, f"drop the replication slot of connector {args.name}")
         removal.delete(settings, args.name, drop_slot=args.drop_slot)
     else:
         report = connector_status.status(settings)
@@ -116,12 +120,25 @@ def demo_command(args: argparse.Namespace, settings: Settings) -> int:
 def topics_command(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.capture import topics
 
-    topics.show(settings, prefix=args.prefix, sample=args.sample, wait=args.wait)
+    topics.show(settings, prefix=args.prefix, sample=args.sample, wait=args.wait, as_json=args.json)
     return 0
 
 
 def _names(text: str | None) -> list[str]:
     return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def _confirmed(args: argparse.Namespace, what: str) -> None:
+    """Destroying needs `--yes`, or a person answering yes at a terminal."""
+    if args.yes:
+        return
+    if not sys.stdin.isatty():
+        raise ConfigError(
+            f"--yes: not given, and no terminal to ask whether to {what}",
+            "nothing was changed; add --yes to go ahead",
+        )
+    if input(f"{what[0].upper()}{what[1:]}? Type yes to go ahead: ").strip().lower() != "yes":
+        raise ConfigError(f"not confirmed: did not {what}", "nothing was changed")
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -141,6 +158,8 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         ui=args.ui,
     )
     tables.captured(settings, list(options.resnapshot) or None)  # names must exist
+    if options.resnapshot:
+        _confirmed(args, f"drop the derived tables {', '.join(options.resnapshot)}")
 
     def discover() -> list[tables.TableRef]:  # tables added to the connector files later
         return tables.captured(settings, _names(args.tables) or None)
@@ -269,7 +288,7 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print_report(checks, print)
         print("verify: " + ("everything equals the source" if equal else "DIFFERENCES FOUND"))
-    return 0 if equal else 1
+    return exit_codes.OK if equal else exit_codes.NEEDS_A_PERSON
 
 
 def maintain_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -303,7 +322,7 @@ def chaos_command(args: argparse.Namespace, settings: Settings) -> int:
     chaos = Chaos(settings, os.environ, workload, out_dir, print)
     summary = chaos.run(options)
     print(json.dumps(summary.as_dict(), indent=2) if args.json else summary.text())
-    return 1 if summary.differences else 0
+    return exit_codes.NEEDS_A_PERSON if summary.differences else exit_codes.OK
 
 
 def bench_options(args: argparse.Namespace) -> BenchOptions:

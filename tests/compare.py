@@ -8,14 +8,13 @@ from typing import Any
 
 import polars as pl
 import psycopg
-from psycopg.types.string import TextLoader
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.read.table import read_table
-from pipelines.read.verify.canonical import Float4Loader as _Float4Loader
 from pipelines.read.verify.canonical import as_number, canonical
+from pipelines.read.verify.sides import connect
 
 META = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}
 
@@ -27,10 +26,7 @@ def pg_rows(
     json_columns: set[str],
     numbers: Collection[str] = (),
 ) -> dict[Any, dict[str, Any]]:
-    with psycopg.connect(dsn) as conn:
-        conn.adapters.register_loader("float4", _Float4Loader)
-        for name in ("json", "jsonb"):  # the text, as Debezium sends it, not a parsed value
-            conn.adapters.register_loader(name, TextLoader)
+    with connect(dsn) as conn:  # as `verify` reads: JSON as text, real as float4, money exact
         cur = conn.execute(f"SELECT * FROM {table}")
         names = [d.name for d in cur.description or []]
         rows = cur.fetchall()

@@ -26,6 +26,7 @@ def changelake(
         [*CLI, *args],
         cwd=ROOT,
         capture_output=True,
+        stdin=subprocess.DEVNULL,  # no terminal: nothing may wait for an answer
         text=True,
         timeout=timeout,
         env=env if env is not None else dict(os.environ),

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from pipelines import run_log
 from pipelines.apply import connector_stream
-from pipelines.apply.background import Background
+from pipelines.apply.background import GRACE_S, Background
 from pipelines.apply.batch import TableApplier
 from pipelines.apply.connector_batch import Member
 from pipelines.apply.guards import Watch, Watched
@@ -54,6 +54,10 @@ RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the tab
 DISCOVER_EVERY_S = 15.0  # how often a streaming run re-reads connectors/*.json for new tables
 SUMMARY_EVERY_S = 60.0  # how often a streaming run prints where every table stands
 STOP_WAIT_S = 60.0  # how long stopping a stream waits for its batch in flight
+# The longest a stopping run of one connector takes: its compaction and views rounds get
+# GRACE_S each, its stream STOP_WAIT_S, then cancelling and Spark's own stop. A supervisor must
+# wait longer before it kills (docker-compose.yml's stop_grace_period).
+STOP_WITHIN_S = 2 * GRACE_S + STOP_WAIT_S + 30.0
 ONCE_ATTEMPTS = 3  # a --once run gives a failing table this many tries, then reports it
 Discover = Callable[[], list[TableRef]]
 

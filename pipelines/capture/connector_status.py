@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines import exit_codes
 from pipelines.capture.connect_api import ConnectApi
 from pipelines.settings import Settings
 
 # Exit codes of `connectors status` (README, "The command line").
-HEALTHY, UNHEALTHY, NONE_REGISTERED = 0, 2, 3
+HEALTHY, UNHEALTHY, NONE_REGISTERED = (
+    exit_codes.OK,
+    exit_codes.NEEDS_A_PERSON,
+    exit_codes.NOT_RUNNING,
+)
 
 
 def status(settings: Settings) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from psycopg import sql
 
 from pipelines import jsonfile
 from pipelines.capture import topic_groups
+from pipelines.capture.source_checks import PUBLISHED
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 
@@ -200,16 +201,31 @@ def _publish(
     conn: psycopg.Connection[Any], request: Request, tables: list[str], progress: Progress
 ) -> None:
     name = sql.Identifier(request.publication)
+    # A partitioned table's changes reach the connector as the table's only when the publication
+    # publishes them through their root; otherwise each partition's come as that partition's.
+    partitioned = [
+        t
+        for t in tables
+        if _one(conn, "SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", _quoted(t)) == "p"
+    ]
+    via_root = sql.SQL(" WITH (publish_via_partition_root = true)" if partitioned else "")
+    rooted = f"partitioned, published through their root: {', '.join(partitioned)}"
     if _one(conn, "SELECT 1 FROM pg_publication WHERE pubname = %s", request.publication) is None:
         listing = sql.SQL(", ").join(_table(t) for t in tables)
-        conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(name, listing))
-        progress(f"  created publication {request.publication} of {', '.join(tables)}")
+        conn.execute(
+            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}{}").format(name, listing, via_root)
+        )
+        said = f" ({rooted})" if partitioned else ""
+        progress(f"  created publication {request.publication} of {', '.join(tables)}{said}")
         return
-    rows = conn.execute(
-        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = %s",
-        (request.publication,),
-    )
-    published = {row[0] for row in rows}
+    if partitioned and not _one(
+        conn, "SELECT pubviaroot FROM pg_publication WHERE pubname = %s", request.publication
+    ):
+        conn.execute(
+            sql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = true)").format(name)
+        )
+        progress(f"  publication {request.publication} now set so: {rooted}")
+    published = {row[0] for row in conn.execute(PUBLISHED, {"publication": request.publication})}
     missing = [t for t in tables if t not in published]
     for table in missing:
         conn.execute(sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(name, _table(table)))

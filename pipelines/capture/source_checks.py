@@ -39,10 +39,20 @@ SELECT n.nspname || '.' || c.relname,
        has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'INSERT')
            AND has_table_privilege(c.oid, 'UPDATE'),
        EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary),
-       c.relreplident = 'f'
+       c.relreplident = 'f',
+       c.relkind = 'p'
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p')
   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
+"""
+
+PUBLISHED = """
+SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = %(publication)s
+UNION
+SELECT n.nspname || '.' || c.relname
+FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
+JOIN pg_class c ON c.oid = r.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE p.pubname = %(publication)s
 """
 
 
@@ -53,6 +63,7 @@ class Table:
     writable: bool  # INSERT and UPDATE: what a heartbeat query's upsert needs
     has_pk: bool
     identity_full: bool
+    partitioned: bool
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,7 @@ class Found:
     tables: dict[str, Table]
     publication: set[str] | None  # its tables; None when there is no such publication
     slot: Slot | None
+    via_root: bool = False  # it publishes a partitioned table's changes as the table's own
 
 
 def problems(
@@ -102,21 +114,20 @@ def _read(source: Source, config: Mapping[str, str]) -> Found:
     with psycopg.connect(source.dsn(), connect_timeout=10, autocommit=True) as conn:
         tables = {row[0]: Table(*row) for row in conn.execute(_TABLES)}
         published: set[str] | None = None
-        if conn.execute(
-            "SELECT 1 FROM pg_publication WHERE pubname = %s", (publication,)
-        ).fetchone():
-            rows = conn.execute(
-                "SELECT schemaname || '.' || tablename FROM pg_publication_tables"
-                " WHERE pubname = %s",
-                (publication,),
-            )
+        pub = conn.execute(
+            "SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (publication,)
+        ).fetchone()
+        if pub is not None:
+            # What it publishes, and the tables named in it: a partitioned table added to a
+            # publication that publishes partitions as tables shows only among the latter.
+            rows = conn.execute(PUBLISHED, {"publication": publication})
             published = {row[0] for row in rows}
         row = conn.execute(
             "SELECT coalesce(database, ''), coalesce(plugin, ''), active_pid"
             " FROM pg_replication_slots WHERE slot_name = %s",
             (config.get("slot.name", DEFAULT_SLOT),),
         ).fetchone()
-    return Found(tables, published, Slot(*row) if row else None)
+    return Found(tables, published, Slot(*row) if row else None, bool(pub and pub[0]))
 
 
 def _unreachable(source: Source, exc: psycopg.OperationalError) -> tuple[str, str]:
@@ -166,17 +177,47 @@ def _table_problems(
             yield from _table_problem(name, found, config, source)
 
 
+def publication_problems(
+    name: str, table: Table, found: Found, publication: str
+) -> Iterable[tuple[str, str]]:
+    """What keeps `table`'s changes out of the publication, with the statements that fix it."""
+    assert found.publication is not None
+    fixes = (
+        [] if name in found.publication else [f"ALTER PUBLICATION {publication} ADD TABLE {name}"]
+    )
+    if table.partitioned and not found.via_root:
+        # Without it Postgres sends each partition's changes as that partition's, which the
+        # connector does not capture: none would reach the table's topic.
+        fixes.append(f"ALTER PUBLICATION {publication} SET (publish_via_partition_root = true)")
+        yield (
+            INCLUDE,
+            f"{name}: a partitioned table, but publication {publication} publishes each "
+            f"partition's changes as the partition's, so none would be captured "
+            f"({'; '.join(fixes)})",
+        )
+    elif fixes:
+        yield (
+            INCLUDE,
+            f"{name}: not in publication {publication}, so none of its changes would be "
+            f"captured ({fixes[0]})",
+        )
+
+
 def _table_problem(
     name: str, found: Found, config: Mapping[str, str], source: Source
 ) -> Iterable[tuple[str, str]]:
     table, publication = found.tables[name], config.get("publication.name", DEFAULT_PUBLICATION)
     # In `filtered` mode Debezium adds the listed tables to the publication itself.
     filtered = config.get("publication.autocreate.mode") == "filtered"
-    if found.publication is not None and name not in found.publication and not filtered:
+    if found.publication is not None and not filtered:
+        yield from publication_problems(name, table, found, publication)
+    elif filtered and table.partitioned:
         yield (
-            INCLUDE,
-            f"{name}: not in publication {publication}, so none of its changes would be "
-            f"captured (ALTER PUBLICATION {publication} ADD TABLE {name})",
+            "config.publication.autocreate.mode",
+            f"{name}: a partitioned table, whose changes reach only a publication made with "
+            "publish_via_partition_root = true, which Debezium's filtered mode does not make: "
+            "set publication.autocreate.mode to disabled and create the publication with "
+            "`changelake connectors init`",
         )
     if not table.readable:
         schema = name.split(".")[0]

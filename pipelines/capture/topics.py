@@ -42,21 +42,56 @@ def describe(record: kafka_io.Record, width: int = 150) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def show(settings: Settings, *, prefix: str, sample: int, wait: bool) -> None:
+def _prefixes(settings: Settings) -> list[str]:
+    """Each connector file's topic prefix, with the dot its tables' topics follow it with."""
+    prefixes = set()
+    for path in connectors.default_files(settings):
+        loaded, _ = connectors.load(path)
+        if loaded is not None and loaded.config.get("topic.prefix"):
+            prefixes.add(loaded.config["topic.prefix"] + ".")
+    return sorted(prefixes)
+
+
+def show(
+    settings: Settings, *, prefix: str | None, sample: int, wait: bool, as_json: bool = False
+) -> None:
+    """Each topic starting with `prefix` (None: any of the project's connector files' prefixes):
+    its records and cleanup policy, and its newest `sample` records."""
     if wait:
         for slot, source in _slots(settings).items():
             wait_caught_up(source, slot)
-    topics = kafka_io.list_topics(settings.kafka_bootstrap, prefix)
+    prefixes = [prefix] if prefix is not None else _prefixes(settings)
+    bootstrap = settings.kafka_bootstrap
+    topics = sorted({t for p in prefixes for t in kafka_io.list_topics(bootstrap, p)})
     if not topics:
         raise ChangelakeError(
-            f"no topics starting with {prefix!r} on {settings.kafka_bootstrap}",
+            f"no topics starting with {' or '.join(map(repr, prefixes)) or 'a topic.prefix of '}"
+            f"{'' if prefixes else 'the connector files'} on {bootstrap}",
             "register the connector: `changelake connectors apply`",
         )
+    shown = []
     for topic in topics:
-        marks = kafka_io.watermarks(settings.kafka_bootstrap, topic)
-        count = sum(high - low for low, high in marks.values())
-        config = kafka_io.topic_config(settings.kafka_bootstrap, topic)
-        print(f"{topic}  ({count} records, cleanup.policy={config.get('cleanup.policy')})")
+        marks = kafka_io.watermarks(bootstrap, topic)
         start = {p: max(low, high - sample) for p, (low, high) in marks.items()}
-        for record in kafka_io.read(settings.kafka_bootstrap, topic, start):
+        records = sum(high - low for low, high in marks.values())
+        policy = kafka_io.topic_config(bootstrap, topic).get("cleanup.policy")
+        shown.append((topic, records, policy, list(kafka_io.read(bootstrap, topic, start))))
+    if as_json:
+        doc = [
+            {
+                "topic": topic,
+                "records": records,
+                "cleanup_policy": policy,
+                "newest": [
+                    {"partition": r.partition, "offset": r.offset, "key": r.key, "value": r.value}
+                    for r in newest
+                ],
+            }
+            for topic, records, policy, newest in shown
+        ]
+        print(json.dumps(doc, indent=2, default=str))
+        return
+    for topic, records, policy, newest in shown:
+        print(f"{topic}  ({records} records, cleanup.policy={policy})")
+        for record in newest:
             print(f"  @{record.offset:<7} {describe(record)}")

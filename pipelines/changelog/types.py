@@ -140,7 +140,10 @@ def _temporal(col: SourceColumn) -> ColumnType | None:
 def _decimal(col: SourceColumn) -> ColumnType:
     scale = int(col.params.get("scale", "0"))
     precision = int(col.params.get("connect.decimal.precision", "0") or 0)
-    if 0 < precision <= MAX_DECIMAL_PRECISION:
+    if precision == 0:
+        # Debezium names no precision for `money`: a 64-bit count of cents, 19 digits at most.
+        precision = MAX_DECIMAL_PRECISION
+    if precision <= MAX_DECIMAL_PRECISION:
         dtype = T.DecimalType(precision, scale)
         return ColumnType(dtype, dtype, _same)
     # Spark's JSON reader would round a wider number through a double: refuse, loudly.

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from confluent_kafka import KafkaException
 
-from pipelines import kafka_io, tables
+from pipelines import exit_codes, kafka_io, tables
 from pipelines.apply.run_options import DEFAULTS
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.pg import pg_lsn
@@ -89,7 +89,11 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
 
 
 # Exit codes of `status` (README, "The command line").
-HEALTHY, UNHEALTHY, NOT_RUNNING_CODE = 0, 2, 3
+HEALTHY, UNHEALTHY, NOT_RUNNING_CODE = (
+    exit_codes.OK,
+    exit_codes.NEEDS_A_PERSON,
+    exit_codes.NOT_RUNNING,
+)
 
 
 def behind_target(report_tables: dict[str, dict[str, Any]], target_s: float) -> list[str]:
@@ -117,7 +121,7 @@ def exit_code(report: dict[str, Any]) -> int:
     return HEALTHY if report["pipeline"]["running"] else NOT_RUNNING_CODE
 
 
-_BAD = ("stopped", "failed")
+STOPPED_STATES = ("stopped", "failed")  # a table's states that apply nothing until a person acts
 
 
 def _troubled(states: dict[str, dict[str, Any]]) -> list[str]:
@@ -125,7 +129,7 @@ def _troubled(states: dict[str, dict[str, Any]]) -> list[str]:
     return [
         f"{name} {s['state']}" + (f": {s['error']}" if s.get("error") else "")
         for name, s in sorted(states.items())
-        if s.get("error") or s["state"] in _BAD
+        if s.get("error") or s["state"] in STOPPED_STATES
     ]
 
 

@@ -4,6 +4,7 @@ what happened, a non-zero exit, and a derived table left exactly as it was."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,10 +16,11 @@ import psycopg
 import pytest
 
 from pipelines import kafka_io
+from pipelines.read.status import pipeline_state
 from pipelines.read.table import read_table
 from pipelines.settings import Settings
 from tests.integration.pipeline_fixtures import Pipeline
-from tests.support import changelake
+from tests.support import changelake, wait_for
 
 pytestmark = pytest.mark.stack
 
@@ -44,19 +46,30 @@ def ended(proc: subprocess.Popen[str], timeout_s: float = 240) -> str:
         raise AssertionError(f"the run did not stop:\n{proc.communicate()[0]}") from None
 
 
-def test_a_topic_deleted_under_a_running_pipeline_stops_its_table(
+def test_a_topic_deleted_under_a_running_pipeline_stops_its_table_and_verify_says_so(
     pipeline: Callable[..., Pipeline], unique: str, settings: Settings
 ) -> None:
-    t = f"lost_topic_{unique}"
-    p = pipeline([t], ddl(t))
+    t, other = f"lost_topic_{unique}", f"kept_topic_{unique}"
+    p = pipeline([t, other], [*ddl(t), *ddl(other)])
     topic = f"{p.prefix}.public.{t}"
     proc = p.start("--trigger-seconds", "1")
-    p.wait_equal(t, ["id"])
-    before = lake_rows(p, t)
+    try:
+        p.wait_equal(t, ["id"])
+        before = lake_rows(p, t)
 
-    kafka_io.delete_topics(settings.kafka_bootstrap, [topic])
-    output = ended(proc)
-    assert proc.returncode == 1, output
+        kafka_io.delete_topics(settings.kafka_bootstrap, [topic])
+        wait_for(lambda: t in _stopped(settings), 240, f"{t} stopped")
+        # The other table goes on, and verify compares it, naming the stopped one unverified.
+        p.sql(f"UPDATE public.{other} SET name = 'after' WHERE id <= 5")
+        verified = p.cli("verify", "--json", "--timeout", "120", check=False)
+        assert verified.returncode == 3, verified.stdout + verified.stderr
+        report = {r["table"]: r for r in json.loads(verified.stdout)["tables"]}
+        assert report[other]["equal"] and report[other]["delta"]["rows"] == 50
+        assert not report[t]["equal"]
+        assert f"its topic {topic} was deleted" in report[t]["stopped"], report[t]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output = ended(proc)
     # "… was deleted from Kafka", or "… was deleted and created again" when the watch first sees
     # the topic after something (Connect) made it anew: the table stops, naming the loss, either way
     assert f"{t}: STOPPED: its topic {topic} was deleted" in output, output
@@ -67,6 +80,12 @@ def test_a_topic_deleted_under_a_running_pipeline_stops_its_table(
     assert again.returncode == 1
     assert f"its topic {topic} was deleted from Kafka" in again.stdout, again.stdout
     assert lake_rows(p, t) == before
+
+
+def _stopped(settings: Settings) -> list[str]:
+    """The tables the running pipeline has stopped."""
+    _, states = pipeline_state(settings)
+    return [name for name, s in states.items() if s["state"] == "stopped"]
 
 
 def test_a_dropped_source_table_stops_its_table_after_its_last_changes(

@@ -142,7 +142,7 @@ def test_a_deleted_connector_applied_again_starts_with_a_snapshot(
     assert [event(r)[:2] for r in records(bootstrap, topic, 1)] == [("r", {"id": 1})]
     (path,) = (tmp_path / "connectors").glob("*.json")
     name = json.loads(path.read_text())["name"]
-    deleted = changelake("connectors", "delete", name, "--drop-slot").stdout
+    deleted = changelake("connectors", "delete", name, "--drop-slot", "--yes").stdout
     assert "with the source offsets Connect stored for it" in deleted
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(f"INSERT INTO public.{table} VALUES (2, 'y')")  # while nothing captures

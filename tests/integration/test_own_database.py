@@ -1,7 +1,8 @@
 """Another database than the demo shop, in a project of its own: prepared by `changelake
 connectors init`, captured, derived by `run` and proved equal to the source by `verify`; a
 composite key, a table named like one of the shop's, a key-less table keyed by the columns
-given, and one captured as an append-only event table. On the real Postgres, Connect, Kafka and
+given, one captured as an append-only event table, and a partitioned table (published through
+its root, rows moving between partitions). On the real Postgres, Connect, Kafka and
 Spark."""
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ TABLES = [
     "CREATE TABLE public.orders (id bigint PRIMARY KEY, note text)",  # the shop has one too
     "CREATE TABLE inv.events (at timestamptz NOT NULL, site int NOT NULL, what text)",
     "CREATE TABLE inv.audit (at timestamptz NOT NULL, what text, amount numeric(9, 2))",
+    "CREATE TABLE inv.readings (site int, day date, value int, PRIMARY KEY (site, day))"
+    " PARTITION BY RANGE (day)",
+    "CREATE TABLE inv.readings_2025 PARTITION OF inv.readings"
+    " FOR VALUES FROM ('2025-01-01') TO ('2026-01-01')",
+    "CREATE TABLE inv.readings_2026 PARTITION OF inv.readings"
+    " FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')",
+    "INSERT INTO inv.readings VALUES (1, '2025-06-01', 10), (1, '2026-06-01', 20)",
     "INSERT INTO inv.stock VALUES (1, 'a', 5), (2, 'a', 7)",
     "INSERT INTO public.orders VALUES (1, 'first')",
     "INSERT INTO inv.events VALUES ('2026-01-01T00:00:00Z', 1, 'opened')",
@@ -77,7 +85,7 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
     }
     name, output = f"own-{unique}", project / "connectors" / f"own-{unique}.json"
     args = ["connectors", "init", name, "--admin-dsn", other_db]
-    tables = ["--tables", "inv.stock,public.orders,inv.events,inv.audit"]
+    tables = ["--tables", "inv.stock,public.orders,inv.events,inv.audit,inv.readings"]
     # A missing table is refused before anything changes.
     refused = changelake(*args, "--tables", "inv.stock,inv.nope", check=False, env=env)
     assert refused.returncode == 1
@@ -88,6 +96,7 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
 
     first = changelake(*args, *tables, "--key", "inv.events:at,site", env=env).stdout
     assert f"created publication changelake_own_{unique}" in first
+    assert "partitioned, published through their root: inv.readings" in first
     assert "inv.audit: no primary key and no --key: captured as an append-only event" in first
     again = changelake(*args, *tables, "--key", "inv.events:at,site", env=env).stdout
     assert f"publication changelake_own_{unique} exists: has every table already" in again
@@ -116,6 +125,10 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
             for what in ("logout", "logout", "refund"):
                 conn.execute("INSERT INTO inv.audit VALUES ('2026-01-02Z', %s, 2.25)", (what,))
             conn.execute("DELETE FROM inv.audit WHERE what = 'refund'")
+            conn.execute("INSERT INTO inv.readings VALUES (2, '2026-02-01', 30)")
+            conn.execute("UPDATE inv.readings SET value = 11 WHERE day = '2025-06-01'")
+            # To the other partition: Postgres deletes from one and inserts into the other.
+            conn.execute("UPDATE inv.readings SET day = '2025-02-01' WHERE value = 30")
         # A quiet database on a server writing WAL elsewhere: waiting for Debezium to read
         # everything still ends (it writes the connector's heartbeat).
         write_elsewhere(admin_dsn, unique)
@@ -126,7 +139,13 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
             ("orders", True, 1),
             ("events", True, 2),
             ("audit", True, 3),
+            ("readings", True, 3),
         ]
+        # `topics` shows the project's own prefix: the partitioned table's changes in its topic.
+        shown = json.loads(changelake("topics", "--json", "--sample", "1", env=env).stdout)
+        assert all(t["topic"].startswith(f"{prefix}.") for t in shown)
+        readings = next(t for t in shown if t["topic"] == f"{prefix}.inv.readings")
+        assert readings["records"] >= 5  # 2 snapshot rows, an insert, an update, a move (2+)
         audit = pl_events(tmp_path / "lake" / prefix / "inv" / "audit")
         assert audit == [("r", "login"), *[("c", "logout")] * 2, ("c", "refund"), ("d", "refund")]
         topic = f"{prefix}.inv.audit"

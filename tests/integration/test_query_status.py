@@ -67,7 +67,7 @@ def test_soft_deletes_then_query_and_status(pipeline: Callable[..., Pipeline], u
     assert write.returncode != 0 and "read-only" in write.stderr
 
     shown = p.cli("status", "--json", check=False)
-    assert shown.returncode == 3, shown.stdout  # nothing wrong, and no pipeline running
+    assert shown.returncode == 4, shown.stdout  # nothing wrong, and no pipeline running
     report = json.loads(shown.stdout)
     row = report["tables"][t]
     assert row["rows"] == 10 and row["soft_deleted"] == 2

@@ -26,6 +26,7 @@ COLUMNS = {
     "c_num38": "numeric(38,10)",
     "c_num52": "numeric(5,2)",
     "c_num": "numeric",  # unconstrained: kept as text
+    "c_money": "money",  # decimal(38,2): Debezium names no precision for it
     "c_real": "real",
     "c_double": "double precision",
     "c_bool": "boolean",
@@ -103,6 +104,7 @@ LOWS = {
     "c_num38": "-99999.9999999999",  # all 38 digits: test_decimals_beyond_double_precision
     "c_num52": "-999.99",
     "c_num": "-123456789012345678901234567890.123456789",
+    "c_money": "'-92233720368547758.08'",
     "c_real": "-3.4028235e38",
     "c_double": "-1.7976931348623157e308",
     "c_bool": "false",
@@ -127,6 +129,7 @@ HIGHS = {
     "c_num38": "99999.9999999999",
     "c_num52": "999.99",
     "c_num": "123456789012345678901234567890.123456789",
+    "c_money": "'92233720368547758.07'",
     "c_real": "3.4028235e38",
     "c_double": "1.7976931348623157e308",
     "c_bool": "true",
@@ -151,6 +154,7 @@ SMALL = {
     "c_num38": "-0.0000000001",
     "c_num52": "-0.01",
     "c_num": "-0.000001",
+    "c_money": "'-0.01'",
     "c_real": "1.4e-45",  # smallest subnormal
     "c_double": "4.9e-324",
     "c_ts": "'1970-01-01 00:00:00'",
@@ -185,6 +189,7 @@ HISTORIC = {
 ZONES = {
     "c_num38": "1.5",
     "c_num": "123000",
+    "c_money": "'1234567.5'",
     "c_real": "0.1",  # not a binary fraction: float4 0.10000000149...
     "c_double": "0.1",
     "c_ts": "'2262-04-11 23:47:16.854775'",

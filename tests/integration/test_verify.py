@@ -70,7 +70,7 @@ def test_verify_finds_one_changed_value_and_rows_missing_or_extra(
     )
 
     code, report = verify(p, t)
-    assert code == 1 and not report["equal"]
+    assert code == 3 and not report["equal"]
     delta = report["delta"]
     assert (delta["missing"], delta["extra"], delta["differing"]) == (1, 1, 1), delta
     assert "missing (0, SKU-8)" in delta["samples"]

@@ -1,5 +1,6 @@
 """What scripts and healthchecks read from the CLI: `--version`, and the exit codes of `status`
-and `connectors status` (0 healthy, 2 something needs a person, 3 nothing runs)."""
+and `connectors status` (0 healthy, 3 something needs a person, 4 nothing runs), one meaning
+per code across commands."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pipelines import __version__
+from pipelines import __version__, exit_codes
 from pipelines.capture import connector_status
 from pipelines.read import status
 from pipelines.settings import dotenv_defaults
@@ -27,10 +28,10 @@ def report(running: bool, problems: list[str], **table: Any) -> dict[str, Any]:
     ("given", "code"),
     [
         (report(True, []), 0),
-        (report(False, [], state="not running"), 3),
-        (report(True, ["slot changelake_shop holds 2 GiB of WAL"]), 2),
-        (report(False, [], state="stopped", error="its topic was deleted"), 2),
-        (report(True, [], state="failed"), 2),
+        (report(False, [], state="not running"), 4),
+        (report(True, ["slot changelake_shop holds 2 GiB of WAL"]), 3),
+        (report(False, [], state="stopped", error="its topic was deleted"), 3),
+        (report(True, [], state="failed"), 3),
     ],
 )
 def test_status_exit_codes(given: dict[str, Any], code: int) -> None:
@@ -45,10 +46,10 @@ def connector(state: str, *tasks: str) -> dict[str, Any]:
     ("given", "code"),
     [
         ({"shop": connector("RUNNING", "RUNNING")}, 0),
-        ({}, 3),
-        ({"shop": connector("RUNNING", "FAILED")}, 2),
-        ({"shop": connector("RUNNING")}, 2),  # no task yet
-        ({"shop": connector("RUNNING", "RUNNING"), "crm": connector("PAUSED", "PAUSED")}, 2),
+        ({}, 4),
+        ({"shop": connector("RUNNING", "FAILED")}, 3),
+        ({"shop": connector("RUNNING")}, 3),  # no task yet
+        ({"shop": connector("RUNNING", "RUNNING"), "crm": connector("PAUSED", "PAUSED")}, 3),
     ],
 )
 def test_connectors_status_exit_codes(given: dict[str, Any], code: int) -> None:
@@ -63,8 +64,8 @@ def test_the_version_is_the_package_s() -> None:
     ("tables", "alive", "code", "said"),
     [
         ({"orders": {"state": "running"}}, True, 0, "1 tables, none stopped or failed"),
-        ({"orders": {"state": "stopped", "error": "its topic was deleted"}}, True, 2, "orders"),
-        ({"orders": {"state": "running"}}, False, 3, "no pipeline runs"),
+        ({"orders": {"state": "stopped", "error": "its topic was deleted"}}, True, 3, "orders"),
+        ({"orders": {"state": "running"}}, False, 4, "no pipeline runs"),
     ],
 )
 def test_pipeline_healthcheck_reads_the_run_state_file(
@@ -110,4 +111,13 @@ def test_the_cli_takes_changelake_settings_from_the_project_s_env_file(tmp_path:
     done = changelake(
         "--project", str(tmp_path), "status", "--pipeline", env=elsewhere, check=False
     )
-    assert done.returncode == 3, done.stdout
+    assert done.returncode == 4, done.stdout
+
+
+def test_a_usage_error_has_a_code_of_its_own() -> None:
+    """argparse's 2 means only "the command line is wrong": no command exits 2 for anything
+    else (the codes' one meaning each is in pipelines/exit_codes.py)."""
+    wrong = changelake("status", "--no-such-flag", check=False)
+    assert wrong.returncode == exit_codes.USAGE == 2
+    codes = {v for k, v in vars(exit_codes).items() if k.isupper()}
+    assert len(codes) == len([k for k in vars(exit_codes) if k.isupper()])  # none shared

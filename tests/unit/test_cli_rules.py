@@ -6,7 +6,10 @@ import argparse
 import re
 from collections.abc import Iterator
 
+import pytest
+
 from pipelines.cli import NO_DEFAULT, build_parser
+from tests.support import changelake
 
 
 def _parsers(
@@ -47,3 +50,28 @@ def test_every_help_names_each_of_its_subcommands() -> None:
                     if not re.search(rf"(?<![\w-]){re.escape(sub)}(?![\w-])", text)
                 ]
     assert not unnamed, f"subcommands their parent's --help does not name: {unnamed}"
+
+
+DESTRUCTIVE = ("--drop-slot", "--resnapshot")  # options that drop what cannot be had back
+
+
+def test_every_command_that_destroys_takes_yes() -> None:
+    missing = []
+    for name, parser in _parsers(build_parser()):
+        options = {o for a in parser._actions for o in a.option_strings}
+        if options & set(DESTRUCTIVE) and "--yes" not in options:
+            missing.append(name)
+    assert not missing, f"commands that destroy without --yes: {missing}"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("connectors", "delete", "shop-postgres", "--drop-slot"), ("run", "--resnapshot", "orders")],
+)
+def test_destroying_without_yes_and_without_a_terminal_changes_nothing(
+    args: tuple[str, ...],
+) -> None:
+    refused = changelake(*args, check=False)  # stdin is no terminal: nobody to ask
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "--yes: not given, and no terminal to ask whether to drop" in refused.stderr
+    assert "nothing was changed" in refused.stderr

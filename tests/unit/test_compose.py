@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pipelines import kafka_security
+from pipelines.apply.run import STOP_WITHIN_S
 from pipelines.capture.source import source_of
 from pipelines.settings import (
     POSTGRES_REPLICATION,
@@ -149,6 +150,8 @@ def test_images_are_the_versions_pinned_in_pom(
 ) -> None:
     versions = read_versions(settings.root / "pom.xml")
     pulled = {name: svc["image"] for name, svc in services.items() if "build" not in svc}
+    # `demo` runs the image the pipeline service builds (and tags), not one pulled
+    assert pulled.pop("demo") == services["pipeline"]["image"]
     postgres = pulled.pop("postgres")
     assert postgres == pom_property(settings.root / "pom.xml", "postgres.image")
     # the same major release as the local stack's Debian packages
@@ -176,7 +179,7 @@ def test_services_restart_after_a_crash_or_a_reboot(services: dict[str, dict[str
     """Every long-running service comes back by itself; the one-shot registration does not
     loop (it exits 0 when done, and a failure is for a person to read)."""
     for name, svc in services.items():
-        expected = "no" if name == "connectors" else "unless-stopped"
+        expected = "no" if name in ("connectors", "demo") else "unless-stopped"
         assert svc.get("restart") == expected, name
 
 
@@ -189,6 +192,40 @@ def test_pipeline_healthcheck_is_the_cli_status_of_its_own_process(
     assert check["test"] == ["CMD", "changelake", "status", "--pipeline"]
     # a snapshot's first minutes are not a failure
     assert _seconds(check["start_period"]) >= 60
+
+
+def test_the_pipeline_gets_longer_to_stop_than_a_stopping_run_takes(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Docker kills the container stop_grace_period after SIGTERM: the run must have ended."""
+    assert _seconds(services["pipeline"]["stop_grace_period"]) > STOP_WITHIN_S
+
+
+def test_each_password_reaches_only_the_services_that_log_in_with_it(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The superuser's: Postgres itself, and `demo`, which writes the shop's rows. The connector
+    role's: Postgres (which creates it), Connect, and whoever reads the source as Debezium does."""
+    holders = {
+        secret: {name for name, svc in services.items() if value in env_of(svc).values()}
+        for secret, value in PASSWORDS.items()
+    }
+    assert holders == {
+        "CHANGELAKE_PG_PASSWORD": {"postgres", "demo"},
+        "CHANGELAKE_DEBEZIUM_PASSWORD": {"postgres", "connect", "connectors", "pipeline"},
+    }
+    demo = services["demo"]
+    assert demo["profiles"] == ["demo"]  # run on demand, never by `up`
+    assert demo["entrypoint"] == [*_image_entrypoint(), "demo"]
+
+
+def _image_entrypoint() -> list[str]:
+    """The pipeline image's ENTRYPOINT, from the Dockerfile."""
+    text = (ROOT / "Dockerfile").read_text()
+    match = re.search(r"^ENTRYPOINT\s+(\[.*\])\s*$", text, re.M)
+    assert match, "the Dockerfile has no ENTRYPOINT"
+    entry: list[str] = json.loads(match.group(1))
+    return entry
 
 
 def _seconds(value: str | int) -> float:

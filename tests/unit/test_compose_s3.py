@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -54,6 +56,24 @@ def test_the_server_is_the_version_the_tests_build(services: dict[str, dict[str,
     assert services["s3"]["image"] == f"versity/versitygw:{versions.versitygw}"
 
 
+IMAGE_BINARY = "/usr/local/bin/versitygw"
+
+
+def test_the_server_binary_is_where_the_image_puts_it() -> None:
+    """The image's own Dockerfile (in the Go module `make setup` builds the server from, at the
+    pinned version) copies the binary to IMAGE_BINARY: the entrypoint runs it by that path."""
+    version = read_versions(ROOT / "pom.xml").versitygw
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("no Go toolchain: the versitygw module is not on this machine")
+    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True)
+    dockerfile = Path(cache.stdout.strip()) / f"github.com/versity/versitygw@{version}/Dockerfile"
+    if not dockerfile.exists():
+        pytest.skip(f"{dockerfile} is not downloaded (`make setup` builds the server)")
+    copied = re.findall(r"^COPY --from=\S+ \S+/versitygw (\S+)$", dockerfile.read_text(), re.M)
+    assert copied == [IMAGE_BINARY], dockerfile
+
+
 def server_command(service: dict[str, Any]) -> list[str]:
     """The versitygw command line the service's entrypoint execs, and what runs before it."""
     entry = service["entrypoint"]
@@ -76,7 +96,7 @@ def test_the_pipeline_keeps_lake_and_checkpoints_in_the_servers_bucket(
     assert endpoint.hostname == "s3" and endpoint.hostname in services
     words = server_command(s3)
     served = words[words.index("exec") + 1 :]
-    assert served[0] == "versitygw"
+    assert served[0] == IMAGE_BINARY
     port = int(served[served.index("--port") + 1].rsplit(":", 1)[1])
     assert endpoint.port == port
     assert [target for *_, target in published_ports(s3)] == [port]

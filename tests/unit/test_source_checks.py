@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from pipelines.capture.source import resolve
-from pipelines.capture.source_checks import WRITTEN_TABLE, key_columns, listed
+from pipelines.capture.source_checks import (
+    WRITTEN_TABLE,
+    Found,
+    Table,
+    key_columns,
+    listed,
+    publication_problems,
+)
 from pipelines.exceptions import ConfigError
 
 
@@ -55,3 +62,30 @@ def test_placeholders_resolve_from_the_environment_and_properties_files(tmp_path
         resolve("${env:PORT}", env, "config.database.port")
     with pytest.raises(ConfigError, match=r"f: .*pg\.properties has no key 'nope'"):
         resolve(f"${{file:{secret}:nope}}", env, "f")
+
+
+def _problems(name: str, partitioned: bool, published: set[str], via_root: bool) -> list[str]:
+    table = Table(name, True, True, True, False, partitioned)
+    found = Found({name: table}, published, None, via_root)
+    return [message for _, message in publication_problems(name, table, found, "pub")]
+
+
+def test_a_partitioned_table_needs_a_publication_through_its_root() -> None:
+    # Named in the publication, which sends its partitions' changes as theirs: set the option.
+    (named,) = _problems("app.events", True, {"app.events", "app.events_2026"}, False)
+    assert "app.events: a partitioned table" in named
+    assert named.endswith("(ALTER PUBLICATION pub SET (publish_via_partition_root = true))")
+    # Not named either: both statements, in the order they must run.
+    (absent,) = _problems("app.events", True, set(), False)
+    assert absent.endswith(
+        "(ALTER PUBLICATION pub ADD TABLE app.events; "
+        "ALTER PUBLICATION pub SET (publish_via_partition_root = true))"
+    )
+    assert _problems("app.events", True, {"app.events"}, True) == []
+
+
+def test_a_plain_table_missing_from_the_publication_is_named_with_its_fix() -> None:
+    (missing,) = _problems("app.users", False, {"app.events"}, False)
+    assert missing.startswith("app.users: not in publication pub")
+    assert missing.endswith("(ALTER PUBLICATION pub ADD TABLE app.users)")
+    assert _problems("app.users", False, {"app.users"}, False) == []

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 from psycopg.types.numeric import FloatLoader
 
 PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
@@ -28,6 +29,16 @@ class Float4Loader(FloatLoader):
     def load(self, data: Buffer) -> float:
         value: float = struct.unpack("f", struct.pack("f", super().load(data)))[0]
         return value
+
+
+class MoneyLoader(Loader):
+    """A `money` as the Decimal it holds, from its text in the C locale's format (-$1,234.50),
+    which `sides.connect` sets: psycopg would hand the text."""
+
+    def load(self, data: Buffer) -> Decimal:
+        text = bytes(data).decode()
+        value = Decimal(re.sub(r"[^0-9.]", "", text))
+        return -value if text.startswith("-") else value
 
 
 def as_number(value: Any) -> Any:

@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 from pipelines import pg
 from pipelines.read.verify.canonical import (
     Float4Loader,
+    MoneyLoader,
     as_json,
     as_number,
     canonical,
@@ -37,6 +38,9 @@ LAKE_ONLY |= {"_kafka_partition", "_kafka_offset"}  # an event table's
 def connect(dsn: str) -> psycopg.Connection[Any]:
     conn = pg.connect(dsn)
     conn.adapters.register_loader("float4", Float4Loader)
+    conn.execute("SET lc_monetary TO 'C'")  # the format MoneyLoader reads
+    conn.commit()
+    conn.adapters.register_loader("money", MoneyLoader)
     for name in ("json", "jsonb"):  # the text, as Debezium sends it
         conn.adapters.register_loader(name, TextLoader)
     return conn

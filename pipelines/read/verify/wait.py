@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from pipelines import kafka_io
 from pipelines.capture.caught_up import wait_caught_up
 from pipelines.exceptions import ChangelakeError
+from pipelines.read.status import STOPPED_STATES, pipeline_state
 from pipelines.read.table import covered
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
@@ -32,7 +33,9 @@ def wait_applied(
     refs: list[TableRef],
     timeout_s: float,
     out: Callable[[str], None],
-) -> None:
+) -> dict[str, str]:
+    """Returns the tables the running pipeline has stopped (name → its state and error), which
+    will not catch up and are not waited for."""
     for slot, source in slot_sources(settings, refs).items():
         wait_caught_up(source, slot, timeout_s, say=out)
     ends = {r.name: _ends(settings.kafka_bootstrap, r.topic) for r in refs}
@@ -40,15 +43,17 @@ def wait_applied(
     deadline = time.monotonic() + timeout_s
     said = 0.0
     pending = list(refs)
+    stopped: dict[str, str] = {}
     while True:
+        stopped |= {n: why for n, why in _stopped(settings).items() if n in ends}
         behind = {
             r.name: why
             for r in pending
-            if (why := _behind(settings, spark, client, r, ends[r.name]))
+            if r.name not in stopped and (why := _behind(settings, spark, client, r, ends[r.name]))
         }
         pending = [r for r in pending if r.name in behind]
         if not pending:
-            return
+            return stopped
         now = time.monotonic()
         if now > deadline:
             raise ChangelakeError(
@@ -60,6 +65,16 @@ def wait_applied(
             out("waiting for " + "; ".join(f"{n}: {why}" for n, why in behind.items()))
             said = now
         time.sleep(1.0)
+
+
+def _stopped(settings: Settings) -> dict[str, str]:
+    """The running pipeline's tables that stopped or failed (none when no pipeline runs)."""
+    _, states = pipeline_state(settings)
+    return {
+        name: s["state"] + (f": {s['error']}" if s.get("error") else "")
+        for name, s in states.items()
+        if s["state"] in STOPPED_STATES
+    }
 
 
 def _ends(bootstrap: str, topic: str) -> Ends:
