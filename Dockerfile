@@ -36,18 +36,15 @@ RUN set -eux; \
     /usr/lib/jvm/java-17/bin/java -version
 ENV JAVA_HOME=/usr/lib/jvm/java-17
 
-# Dependencies first, from pyproject.toml alone, so a code change does not reinstall PySpark.
-COPY pyproject.toml /tmp/changelake-deps/pyproject.toml
-RUN python -c "import tomllib; \
-deps = tomllib.load(open('/tmp/changelake-deps/pyproject.toml', 'rb'))['project']['dependencies']; \
-open('/tmp/changelake-deps/requirements.txt', 'w').write('\n'.join(deps) + '\n')" \
-    && pip install -r /tmp/changelake-deps/requirements.txt \
-    && rm -rf /tmp/changelake-deps
+# Dependencies first, from the lock file alone (every package at the version the tests ran
+# with), so a code change does not reinstall PySpark.
+COPY requirements.lock /tmp/changelake-deps/requirements.lock
+RUN pip install -r /tmp/changelake-deps/requirements.lock && rm -rf /tmp/changelake-deps
 
 # The package itself (README.md is optional here: the glob copies it when it exists).
 COPY pyproject.toml README.m[d] /tmp/changelake-src/
 COPY pipelines /tmp/changelake-src/pipelines
-RUN pip install /tmp/changelake-src \
+RUN pip install --no-deps /tmp/changelake-src \
     && rm -rf /tmp/changelake-src \
     && changelake --help > /dev/null
 

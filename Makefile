@@ -11,7 +11,7 @@ CHAOS_ROWS ?= 2000
 CHAOS_ROUNDS ?= 6
 
 .DEFAULT_GOAL := help
-.PHONY: help setup up down demo chaos bench test test-unit lint format
+.PHONY: help setup up down demo chaos bench test test-unit lint format lock
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -20,7 +20,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 setup: $(BIN)/python ## install everything once (venv, PostgreSQL, docker-compose, JVM services); a second run only checks
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	@$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.lock
+	@$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	@$(CHANGELAKE) setup
 
 up: setup ## start the local stack and register connectors/*.json
@@ -44,7 +45,7 @@ demo: up ## seed the shop, snapshot it into Delta and OpenSearch, run a workload
 	@echo "revenue by country, from the derived Delta tables:"
 	@$(CHANGELAKE) query "$(DEMO_QUERY)"
 	@echo 'products in stock matching "$(DEMO_SEARCH)", from the OpenSearch index:'
-	@$(CHANGELAKE) search "$(DEMO_SEARCH)" --table products --filter in_stock=true --limit 5
+	@$(CHANGELAKE) search "$(DEMO_SEARCH)" --tables products --filter in_stock=true --limit 5
 
 chaos: up ## 6 rounds of 6 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop Connect inside a bulk transaction, stop OpenSearch) under load; verify after each; then the slow proofs (pytest -m chaos)
 	@$(CHANGELAKE) demo seed --rows $(CHAOS_ROWS)
@@ -69,3 +70,7 @@ lint: setup ## ruff format check, ruff check, mypy
 format: setup ## apply ruff's formatting and safe fixes
 	@$(BIN)/ruff format pipelines tests examples
 	@$(BIN)/ruff check --fix pipelines tests examples
+
+lock: ## re-resolve requirements.lock (the image's) and requirements-dev.lock (make setup's) from pyproject.toml
+	@$(BIN)/uv pip compile -q pyproject.toml --universal --python-version 3.11 --extra dev --extra bench -o requirements-dev.lock
+	@$(BIN)/uv pip compile -q pyproject.toml --universal --python-version 3.11 -o requirements.lock

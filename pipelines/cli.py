@@ -71,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = csub.add_parser("apply", help="validate, then create or update connectors from JSON")
     c.add_argument("files", nargs="*", help="connector JSON files (default: connectors/*.json)")
     c.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for RUNNING")
+    c.add_argument(
+        "--json",
+        action="store_true",
+        help="each connector's change and state as JSON, for programs",
+    )
     c = csub.add_parser(
         "init",
         help="prepare a database for capture (role, grants, publication, heartbeat and signal "
@@ -151,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
         "of its source, also when the source goes quiet",
     )
     p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics on this port, 0 for none (default: "
+        "CHANGELAKE_METRICS_PORT, else 9464; a streaming run only)",
+    )
+    p.add_argument(
         "--views-seconds",
         type=float,
         default=DEFAULTS.views_seconds,
@@ -199,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="full-text search over the indexed tables")
     p.add_argument("text", help='words to find, e.g. "steel chair" ("" matches everything)')
-    p.add_argument("--table", help="only these indexed tables, comma-separated")
+    p.add_argument("--tables", help="only these indexed tables, comma-separated (default: all)")
     p.add_argument(
         "--filter",
         action="append",
@@ -211,12 +222,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="results as JSON, for programs")
     p.set_defaults(handler=commands.search_command)
 
-    p = sub.add_parser("reindex", help="rebuild a table's index from Delta, then swap its alias")
-    p.add_argument("table", help="an indexed table (see schemas/search.json)")
+    p = sub.add_parser(
+        "reindex", help="rebuild tables' indexes from Delta, then swap their aliases"
+    )
+    p.add_argument(
+        "--tables", required=True, help="indexed tables, comma-separated (see schemas/search.json)"
+    )
+    p.add_argument("--json", action="store_true", help="each new index as JSON, for programs")
     p.set_defaults(handler=commands.reindex_command)
 
     p = sub.add_parser("verify", help="prove the Delta tables and indexes equal the source")
-    p.add_argument("tables", nargs="*", help="tables to check (default: all captured)")
+    p.add_argument("--tables", help="only these tables, comma-separated (default: all captured)")
     p.add_argument("--json", action="store_true", help="the report as JSON, for programs")
     p.add_argument(
         "--timeout", type=float, default=300.0, help="seconds to wait for the pipeline to catch up"
@@ -238,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="OPTIMIZE the derived tables (pack the small files compactions leave) and VACUUM "
         "the files no version needs; safe beside a running pipeline",
     )
-    p.add_argument("tables", nargs="*", help="tables to maintain (default: all captured)")
+    p.add_argument("--tables", help="only these tables, comma-separated (default: all captured)")
     p.add_argument(
         "--retain-hours",
         type=float,
@@ -246,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="VACUUM keeps files younger than this; never below the table's deleted-file "
         "retention, a week by default",
     )
+    p.add_argument("--json", action="store_true", help="each table's files as JSON, for programs")
     p.set_defaults(handler=commands.maintain_command)
 
     p = sub.add_parser("chaos", help="inject faults under load; verify after every round")

@@ -63,7 +63,12 @@ def connectors_command(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.action == "apply":
         files = [Path(f) for f in args.files] or connectors.default_files(settings)
-        connectors.apply(settings, files, timeout_s=args.timeout)
+        say = _progress(args)
+        changes = connectors.apply(settings, files, timeout_s=args.timeout, progress=say)
+        if args.json:
+            states = connector_status.status(settings)
+            doc = [{"connector": n, "change": c, **states.get(n, {})} for n, c in changes.items()]
+            print(json.dumps(doc, indent=2))
     elif args.action == "init":
         _init_connector(args, settings)
     elif args.action == "delete":
@@ -128,6 +133,13 @@ def _names(text: str | None) -> list[str]:
     return [n.strip() for n in (text or "").split(",") if n.strip()]
 
 
+def _progress(args: argparse.Namespace) -> Callable[[str], None]:
+    """Where a command's progress lines go: stdout, or stderr when stdout is its JSON."""
+    if getattr(args, "json", False):
+        return lambda text: print(text, file=sys.stderr)
+    return print
+
+
 def _confirmed(args: argparse.Namespace, what: str) -> None:
     """Destroying needs `--yes`, or a person answering yes at a terminal."""
     if args.yes:
@@ -156,6 +168,7 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         views_seconds=args.views_seconds,
         max_records_per_batch=args.max_records,
         ui=args.ui,
+        metrics_port=args.metrics_port,
     )
     tables.captured(settings, list(options.resnapshot) or None)  # names must exist
     if options.resnapshot:
@@ -213,11 +226,11 @@ def search_command(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.search.client import SearchClient
     from pipelines.search.config import alias_for
 
-    only = _names(args.table) or None
+    only = _names(args.tables) or None
     indexed = [r for r in tables.captured(settings, only) if r.search is not None]
     if not indexed:
         raise ConfigError(
-            f"no indexed table{' named ' + args.table if args.table else ''}",
+            f"no indexed table{' named ' + args.tables if args.tables else ''}",
             "declare it under indexes in schemas/search.json",
         )
     aliases = {alias_for(r.topic): r.search for r in indexed if r.search is not None}
@@ -240,22 +253,30 @@ def reindex_command(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.sinks.search import SearchSink
     from pipelines.spark import owned_session
 
-    (ref,) = tables.captured(settings, [args.table])
-    if ref.search is None:
-        raise ConfigError(
-            f"{args.table} is not indexed",
-            "declare it under indexes in schemas/search.json",
-        )
-    client = SearchClient.of(settings, say=print)
+    refs = tables.captured(settings, _names(args.tables))
+    for ref in refs:
+        if ref.search is None:
+            raise ConfigError(
+                f"--tables: {ref.name} is not indexed",
+                "declare it under indexes in schemas/search.json",
+            )
+    say = _progress(args)
+    client = SearchClient.of(settings, say=say)
     client.request("GET", "/")  # name OpenSearch now, before Spark starts, if it is down
+    built = []
     with owned_session(settings, app="changelake-reindex") as spark:
-        sink = SearchSink(client, ref.search, ref.topic, print)
-        done = reindex(spark, ref, settings.lake, sink, print)
-    print(
-        f"{ref.name}: {done.docs:,} documents in {done.index} ({done.seconds:.1f}s, "
-        f"{done.docs / max(done.seconds, 1e-9):,.0f} docs/s); {done.caught_up:,} changes made "
-        f"meanwhile replayed; alias {sink.alias} now points at it"
-    )
+        for ref in refs:
+            assert ref.search is not None
+            sink = SearchSink(client, ref.search, ref.topic, say)
+            done = reindex(spark, ref, settings.lake, sink, say)
+            say(
+                f"{ref.name}: {done.docs:,} documents in {done.index} ({done.seconds:.1f}s, "
+                f"{done.docs / max(done.seconds, 1e-9):,.0f} docs/s); {done.caught_up:,} changes "
+                f"made meanwhile replayed; alias {sink.alias} now points at it"
+            )
+            built.append({"table": ref.name, "alias": sink.alias, **dataclasses.asdict(done)})
+    if args.json:
+        print(json.dumps(built, indent=2))
     return 0
 
 
@@ -274,7 +295,7 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.read.verify.repair import verify_repairing
     from pipelines.spark import owned_session
 
-    refs = tables.captured(settings, _names(",".join(args.tables)) or None)
+    refs = tables.captured(settings, _names(args.tables) or None)
     say = (lambda text: print(text, file=sys.stderr)) if args.json else print
     _reachable(settings, refs)  # before the Spark session: a service down is named in a second
     with owned_session(settings, app="changelake-verify") as spark:
@@ -296,9 +317,11 @@ def maintain_command(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.sinks.maintenance import maintain
     from pipelines.spark import owned_session
 
-    refs = tables.captured(settings, _names(",".join(args.tables)) or None)
+    refs = tables.captured(settings, _names(args.tables) or None)
     with owned_session(settings, app="changelake-maintain") as spark:
-        maintain(spark, refs, settings.lake, args.retain_hours, print)
+        done = maintain(spark, refs, settings.lake, args.retain_hours, _progress(args))
+    if args.json:
+        print(json.dumps([dataclasses.asdict(d) for d in done], indent=2))
     return 0
 
 
@@ -334,10 +357,16 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
 
 
 def bench_command(args: argparse.Namespace, settings: Settings) -> int:
+    import importlib.util
     from datetime import UTC, datetime
 
     from pipelines.bench.command import Bench
 
+    if importlib.util.find_spec("matplotlib") is None:  # an hour in, the figure would fail
+        raise ConfigError(
+            "changelake bench draws its figure with matplotlib, which is not installed",
+            "install the bench extra: pip install -e '.[bench]' (`make setup` does)",
+        )
     options = bench_options(args)
     out_dir = settings.home / "bench" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     print(f"bench: results and logs in {out_dir}")

@@ -75,12 +75,14 @@ def read_versions(pom: Path) -> Versions:
     )
 
 
-def _port(env: Mapping[str, str], name: str, default: int) -> int:
+def _port(env: Mapping[str, str], name: str, default: int, off: bool = False) -> int:
+    """A TCP port; `off`: 0 is allowed too, meaning none."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        raise ConfigError(f"environment variable {name}={raw!r} is not a TCP port (1-65535)")
+    if not raw.isdigit() or not (0 if off else 1) <= int(raw) < 65536:
+        allowed = "0 for none, or 1-65535" if off else "1-65535"
+        raise ConfigError(f"environment variable {name}={raw!r} is not a TCP port ({allowed})")
     return int(raw)
 
 
@@ -98,6 +100,10 @@ class Settings:
     # A long `changelake run` serves queries on Spark Connect here, bound to loopback (another
     # port when this one is taken, see read/served.py).
     spark_connect_port: int
+    # A streaming `changelake run` serves Prometheus metrics here (0: not at all), bound to
+    # `metrics_bind` (loopback; the compose file's pipeline binds every interface).
+    metrics_port: int
+    metrics_bind: str
     service_user: str
     java_home: Path
     vendor: Path
@@ -241,6 +247,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         opensearch_port=_port(env, "CHANGELAKE_OPENSEARCH_PORT", 9200),
         opensearch_transport_port=_port(env, "CHANGELAKE_OPENSEARCH_TRANSPORT_PORT", 9300),
         spark_connect_port=_port(env, "CHANGELAKE_SPARK_CONNECT_PORT", 15002),
+        metrics_port=_port(env, "CHANGELAKE_METRICS_PORT", 9464, off=True),
+        metrics_bind=env.get("CHANGELAKE_METRICS_BIND") or "127.0.0.1",
         service_user=env.get("CHANGELAKE_SERVICE_USER", "changelake"),
         java_home=Path(env.get("JAVA_HOME") or "/usr/lib/jvm/java-17-openjdk-amd64"),
         spark_master=env.get("CHANGELAKE_SPARK_MASTER") or "local[2]",

@@ -1,20 +1,24 @@
-"""The work a run does beside its streams: compaction of sealed changelog epochs, and rounds of
-the aggregate views (views.json). A streaming run keeps both on threads of their own; a `--once`
-run does both on its own thread as it ends."""
+"""The work a run does beside its streams: compaction of sealed changelog epochs, rounds of the
+aggregate views (views.json), and its Prometheus metrics. A streaming run keeps each on threads
+of its own; a `--once` run compacts and brings the views up to date on its own thread as it ends,
+and serves no metrics."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from pyspark.sql import SparkSession
 
+from pipelines.apply import metrics
 from pipelines.apply.compactor import Compactor
 from pipelines.apply.run_options import RunOptions
 from pipelines.apply.run_state import TableJob
 from pipelines.apply.view_maintenance import ViewMaintainer
+from pipelines.capture import connector_status
 from pipelines.read.views import DerivedView, derived_views
 from pipelines.settings import Settings
-from pipelines.tables import TableRef
+from pipelines.tables import TableRef, slot_sources
 
 GRACE_S = 30.0  # how long a stopping run lets a running compaction or view round finish
 
@@ -27,10 +31,21 @@ class Background:
         options: RunOptions,
         refs: Callable[[], list[TableRef]],
         out: Callable[[str], None],
+        jobs: Mapping[str, TableJob],
     ):
         self.compactor = Compactor(
             spark, settings.lake, settings.run_dir, options.freshness_target_s, out
         )
+        port = settings.metrics_port if options.metrics_port is None else options.metrics_port
+        self.metrics_port, self.out = port, out
+        self.metrics_server: Any = None  # serving, while a streaming run lasts
+        self.collector = metrics.RunMetrics(
+            jobs,
+            self.compactor,
+            lambda: connector_status.status(settings),
+            lambda: slot_sources(settings, refs()),
+        )
+        self.settings = settings
 
         def aggregates() -> list[DerivedView]:
             return [v for v in derived_views(settings, refs()) if v.stored_at]
@@ -40,8 +55,14 @@ class Background:
     def start(self) -> None:
         self.compactor.start()
         self.views.start()
+        if self.metrics_port:
+            self.metrics_server = metrics.serve(
+                self.settings, self.metrics_port, self.collector, self.out
+            )
 
     def stop(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
         self.compactor.stop(wait_s=GRACE_S)
         self.views.stop(wait_s=GRACE_S)
 

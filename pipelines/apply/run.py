@@ -83,7 +83,7 @@ class Pipeline:
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
         self.next_watch = 0.0
         self.capture = CaptureRestarts(settings.connect_url, out)
-        self.background = Background(spark, settings, options, self._refs, out)
+        self.background = Background(spark, settings, options, self._refs, out, self.jobs)
 
     # --- one table ---------------------------------------------------------------------------
     def _prepare(self, job: TableJob) -> bool:

@@ -19,6 +19,7 @@ class RunOptions:
     views_seconds: float = 30.0
     max_records_per_batch: int = 50_000  # a micro-batch reads at most this times its tables
     ui: bool = False  # Spark's web UI (jobs, stages, streaming queries), on loopback
+    metrics_port: int | None = None  # a streaming run's Prometheus metrics; None: the setting's
 
 
 DEFAULTS = RunOptions()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,10 +15,14 @@ if TYPE_CHECKING:  # connector_stream imports this module
     from pipelines.apply.connector_batch import ConnectorBatch, Member
 
 
+# A table's states in a run; "stopped by request" when the run itself is stopped.
+STATES = ("pending", "snapshotting", "waiting", "ready", "running", "failed", "done", "stopped")
+
+
 @dataclass
 class TableJob:
     ref: TableRef
-    state: str = "pending"  # pending, snapshotting, waiting, ready, running, failed, done, stopped
+    state: str = "pending"  # one of STATES, or "stopped by request"
     error: str | None = None
     failures: int = 0
     offsets: dict[str, int] = field(default_factory=dict)  # applied: the next offset to read
@@ -26,7 +31,9 @@ class TableJob:
     batches: int = 0
     changes: int = 0
     errors: int = 0
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)  # its last batch's
+    applied_lsn: int = 0  # the highest LSN its batches applied
+    counted_at: float = 0.0  # when (time.time) its last batch ended
     applier: Any = None  # the TableApplier of its stream: --once seals through it
 
     def count(self, stats: dict[str, Any]) -> None:
@@ -36,6 +43,8 @@ class TableJob:
         self.changes += int(stats.get("changes", 0))
         self.errors += int(stats.get("errors", 0))
         self.stats = stats
+        self.applied_lsn = max(self.applied_lsn, int(stats.get("max_lsn") or 0))
+        self.counted_at = time.time()
         self.offsets = furthest(self.offsets, stats.get("offsets") or {})
 
 

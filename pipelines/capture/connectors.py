@@ -222,13 +222,16 @@ def _clashes_with_registered(
 
 def apply(
     settings: Settings, files: list[Path], *, timeout_s: float = 120.0, progress: Progress = print
-) -> None:
+) -> dict[str, str]:
+    """Each connector's change: created, updated or unchanged."""
     api = ConnectApi(settings.connect_url)
     connectors = check(settings, api, files)
     restarted: dict[str, str] = {}  # connector → the failure its restart should clear
+    changes: dict[str, str] = {}
     for cf in connectors:
         before = api.connector_config(cf.name)
         if before is not None and _same(before, cf):
+            changes[cf.name] = "unchanged"
             # A PUT of the same config still restarts the connector and its task ("connector-only
             # config update"): capture would pause, and stop mid-transaction, for nothing. A task
             # that failed is restarted, though: applying the file means capture runs as it says.
@@ -236,10 +239,12 @@ def apply(
             restarted[cf.name] = _restart_failed(api, cf.name, progress)
             continue
         api.put(f"/connectors/{quote(cf.name)}/config", cf.config)
-        progress(f"  {cf.name:<20} {'created' if before is None else 'updated'} from {cf.path}")
+        changes[cf.name] = "created" if before is None else "updated"
+        progress(f"  {cf.name:<20} {changes[cf.name]} from {cf.path}")
     for cf in connectors:
         wait_running(api, cf.name, timeout_s, progress, restarted.get(cf.name, ""))
         reconcile_topics(settings, cf, progress)
+    return changes
 
 
 _NOT_TOPIC_CONFIGS = ("replication.factor", "partitions")

@@ -119,7 +119,7 @@ def search(
         names = ", ".join(s.table for s in aliases.values())
         raise ConfigError(
             f"no search index exists yet for {names}",
-            "`changelake run` builds it (or `changelake reindex TABLE`)",
+            "`changelake run` builds it (or `changelake reindex --tables TABLE`)",
         )
     specs = list(aliases.values())
     body = build_query(text, specs, parse_filters(specs, filters), limit, tags)

@@ -73,9 +73,9 @@ def test_snapshot_then_changes_then_truncate(
     assert p.assert_equal(t, ["id"]) == 2
 
     # Upkeep: the compactions' small files packed, nothing a reader needs deleted, reads equal.
-    done = p.cli("maintain", t).stdout
+    done = p.cli("maintain", "--tables", t).stdout
     before, after = map(int, re.findall(rf"{t}: ([\d,]+) files → ([\d,]+) after", done)[0])
     assert 1 <= after <= before, done
     assert p.assert_equal(t, ["id"]) == 2
-    unsafe = p.cli("maintain", t, "--retain-hours", "1", check=False)
+    unsafe = p.cli("maintain", "--tables", t, "--retain-hours", "1", check=False)
     assert unsafe.returncode == 1 and "--retain-hours 1: below" in unsafe.stderr

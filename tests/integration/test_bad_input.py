@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from pipelines import kafka_io
 from pipelines.read.status import pipeline_state
@@ -52,7 +55,8 @@ def test_a_topic_deleted_under_a_running_pipeline_stops_its_table_and_verify_say
     t, other = f"lost_topic_{unique}", f"kept_topic_{unique}"
     p = pipeline([t, other], [*ddl(t), *ddl(other)])
     topic = f"{p.prefix}.public.{t}"
-    proc = p.start("--trigger-seconds", "1")
+    port = free_port()
+    proc = p.start("--trigger-seconds", "1", "--metrics-port", str(port))
     try:
         p.wait_equal(t, ["id"])
         before = lake_rows(p, t)
@@ -67,6 +71,19 @@ def test_a_topic_deleted_under_a_running_pipeline_stops_its_table_and_verify_say
         assert report[other]["equal"] and report[other]["delta"]["rows"] == 50
         assert not report[t]["equal"]
         assert f"its topic {topic} was deleted" in report[t]["stopped"], report[t]
+
+        # Its Prometheus metrics say what `status` says.
+        status = json.loads(p.cli("status", "--json", check=False).stdout)["tables"]
+        metrics = scrape(port)
+        state = metrics["changelake_table_state"]
+        assert state[(("state", "stopped"), ("table", t))] == 1
+        assert status[t]["state"] == "stopped"
+        assert state[(("state", "running"), ("table", other))] == 1
+        assert status[other]["state"] == "running"
+        lsn = metrics["changelake_table_applied_lsn"][(("table", other),)]
+        assert lsn == status[other]["applied_lsn"] > 0
+        assert metrics["changelake_table_dead_letters_total"][(("table", other),)] == 0
+        assert metrics["changelake_table_changes_total"][(("table", other),)] >= 5
     finally:
         proc.send_signal(signal.SIGTERM)
         output = ended(proc)
@@ -80,6 +97,22 @@ def test_a_topic_deleted_under_a_running_pipeline_stops_its_table_and_verify_say
     assert again.returncode == 1
     assert f"its topic {topic} was deleted from Kafka" in again.stdout, again.stdout
     assert lake_rows(p, t) == before
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """Each sample of the run's /metrics, by name and sorted labels."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return samples
 
 
 def _stopped(settings: Settings) -> list[str]:

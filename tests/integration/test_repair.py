@@ -60,7 +60,7 @@ def test_verify_repair_resends_what_the_lake_lost_while_a_workload_runs(
         churn = Churn(p.dsn, t, CHURNED, seed=3, rate=3)
         churn.start()
         try:
-            repaired = p.cli("verify", t, "--repair", "--passes", "1", check=False)
+            repaired = p.cli("verify", "--tables", t, "--repair", "--passes", "1", check=False)
         finally:
             churn.stop()
         said = repaired.stdout + repaired.stderr

@@ -65,7 +65,7 @@ def key_of(p: Pipeline, t: str, sku: str) -> str:
 
 
 def search_ids(p: Pipeline, t: str, text: str, *args: str) -> tuple[set[str], list[dict[str, Any]]]:
-    out = p.cli("search", text, "--table", t, "--json", "--limit", "50", *args)
+    out = p.cli("search", text, "--tables", t, "--json", "--limit", "50", *args)
     hits = json.loads(out.stdout)["hits"]
     return {h["id"] for h in hits}, hits
 
@@ -222,7 +222,7 @@ def test_index_catches_up_after_an_outage_and_reindexes_under_load(
         # generation that ends up equal to the source too.
         before = client.alias_indexes(alias)
         p.sql(f"UPDATE public.{t} SET name = 'before reindex' WHERE sku = 'S4'")
-        p.cli("reindex", t)
+        p.cli("reindex", "--tables", t)
         p.sql(f"UPDATE public.{t} SET name = 'after reindex' WHERE sku = 'S5'")
         p.sql(f"DELETE FROM public.{t} WHERE sku = 'S6'")
         wait_for(index_equal, 180, "the reindexed index to equal the source")

@@ -48,7 +48,7 @@ def test_the_index_is_kept_through_tls_and_basic_auth(
                 ca_file=str(node.ca_file),
             )  # fmt: skip
             assert differences(client, p.alias(t), p.dsn, f"public.{t}", ["id"], list(FIELDS)) == []
-            found = p.cli("search", "handmade", "--table", t, "--json", env_extra=env)
+            found = p.cli("search", "handmade", "--tables", t, "--json", env_extra=env)
             hits = json.loads(found.stdout)["hits"]
             assert {h["id"] for h in hits} == {doc_id((i,)) for i in (1, 2, 3)}
 

@@ -20,7 +20,7 @@ FIELDS = {"name": "text", "price": "numeric", "tags": "keyword", "seen": "date"}
 
 
 def verify(p: Pipeline, t: str) -> tuple[int, dict[str, Any]]:
-    result = p.cli("verify", t, "--json", "--range-rows", "37", check=False)
+    result = p.cli("verify", "--tables", t, "--json", "--range-rows", "37", check=False)
     assert result.stdout.strip(), result.stderr
     report = json.loads(result.stdout)
     return result.returncode, report["tables"][0]

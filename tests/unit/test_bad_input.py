@@ -63,9 +63,9 @@ def test_a_bad_lake_json_is_named_before_anything_runs(
     "command",
     [
         ["run", "--once", "--tables", "customers,nosuch"],
-        ["verify", "nosuch"],
-        ["reindex", "nosuch"],
-        ["search", "lamp", "--table", "nosuch"],
+        ["verify", "--tables", "nosuch"],
+        ["reindex", "--tables", "nosuch"],
+        ["search", "lamp", "--tables", "nosuch"],
     ],
 )
 def test_an_unknown_table_is_named_with_the_ones_that_exist(

@@ -75,3 +75,32 @@ def test_destroying_without_yes_and_without_a_terminal_changes_nothing(
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "--yes: not given, and no terminal to ask whether to drop" in refused.stderr
     assert "nothing was changed" in refused.stderr
+
+
+def test_tables_are_named_one_way_everywhere() -> None:
+    """`--tables T,...`: no positional table, no `--table`."""
+    other = []
+    for name, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            names = action.option_strings or [action.dest]
+            if any("table" in n.lstrip("-") for n in names) and names != ["--tables"]:
+                other.append(f"{name} {'/'.join(names)}")
+    assert not other, f"tables named otherwise than --tables: {other}"
+
+
+# Commands that act, printing progress only: their results are files, tables or a running
+# pipeline (bench's report is results.json). Every other command prints results, and --json
+# prints them for programs.
+ACTS = {"setup", "connectors init", "connectors delete", "demo seed", "demo load", "run", "bench"}
+
+
+def test_every_command_that_prints_results_has_json() -> None:
+    missing = []
+    for name, parser in _parsers(build_parser()):
+        if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+            continue  # a group of commands, not one
+        command = name.removeprefix("changelake ")
+        options = {o for a in parser._actions for o in a.option_strings}
+        if command not in ACTS and "--json" not in options:
+            missing.append(command)
+    assert not missing, f"commands that print results without --json: {missing}"

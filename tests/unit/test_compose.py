@@ -159,6 +159,8 @@ def test_images_are_the_versions_pinned_in_pom(
     assert pulled == {
         "kafka": f"apache/kafka:{versions.kafka}",
         "opensearch": f"opensearchproject/opensearch:{versions.opensearch}",
+        "prometheus": pom_property(settings.root / "pom.xml", "prometheus.image"),
+        "grafana": pom_property(settings.root / "pom.xml", "grafana.image"),
     }
 
 
@@ -199,6 +201,24 @@ def test_the_pipeline_gets_longer_to_stop_than_a_stopping_run_takes(
 ) -> None:
     """Docker kills the container stop_grace_period after SIGTERM: the run must have ended."""
     assert _seconds(services["pipeline"]["stop_grace_period"]) > STOP_WITHIN_S
+
+
+def test_prometheus_reaches_the_pipeline_s_metrics_on_the_compose_network(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The pipeline serves on every interface of its container (loopback would hide it from
+    the prometheus service), at the port docker/prometheus/prometheus.yml scrapes."""
+    theirs = load_settings(env_of(services["pipeline"]))
+    assert theirs.metrics_bind == "0.0.0.0" and theirs.metrics_port
+    scraped = (ROOT / "docker/prometheus/prometheus.yml").read_text()
+    assert f'"pipeline:{theirs.metrics_port}"' in scraped
+    mounts = {target: source for source, target, _ in bind_mounts(services["prometheus"])}
+    assert (
+        Path(mounts["/etc/prometheus/prometheus.yml"]) == ROOT / "docker/prometheus/prometheus.yml"
+    )
+    grafana = {target: source for source, target, _ in bind_mounts(services["grafana"])}
+    assert Path(grafana["/var/lib/grafana/dashboards"]) == ROOT / "docker/grafana/dashboards"
+    assert Path(grafana["/etc/grafana/provisioning"]) == ROOT / "docker/grafana/provisioning"
 
 
 def test_each_password_reaches_only_the_services_that_log_in_with_it(
@@ -379,6 +399,9 @@ def test_published_ports_are_the_settings_defaults_on_loopback(
         "kafka": settings.kafka_port,
         "connect": settings.connect_port,
         "opensearch": settings.opensearch_port,
+        # the compose file's own monitoring, which the CLI never calls: their images' ports
+        "prometheus": 9090,
+        "grafana": 3000,
     }
     published = {name: published_ports(svc) for name, svc in services.items() if "ports" in svc}
     assert {name: [(ip, host) for ip, host, _ in ports] for name, ports in published.items()} == {

@@ -119,7 +119,9 @@ def test_aliases_are_topic_names_opensearch_accepts() -> None:
         alias_for("_shop.public.products")
 
 
-@pytest.mark.parametrize("command", [["search", "lamp"], ["run", "--once"], ["reindex", "x"]])
+@pytest.mark.parametrize(
+    "command", [["search", "lamp"], ["run", "--once"], ["reindex", "--tables", "x"]]
+)
 def test_commands_refuse_a_bad_file_before_doing_anything(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
