@@ -27,6 +27,17 @@ POSTGRES_REPLICATION = {
     # invalidated (its connector then needs a new snapshot) instead of filling the disk.
     "max_slot_wal_keep_size": "2GB",
 }
+# The largest change record capture carries: a row of TOASTed values up to about this size (as
+# Debezium's JSON). Kafka's own default is 1 MB, and one larger row failed the connector's task
+# and so the capture of every table of its database. For the local stack and docker-compose.yml
+# alike (a test holds the compose file to these values): the broker's message.max.bytes (topics
+# inherit it), and Connect's producer, whose buffer must hold a whole record beside others.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+KAFKA_RECORD_LIMITS = {"message.max.bytes": str(MAX_RECORD_BYTES)}
+CONNECT_RECORD_LIMITS = {
+    "producer.max.request.size": str(MAX_RECORD_BYTES),
+    "producer.buffer.memory": str(MAX_RECORD_BYTES + 32 * 1024 * 1024),  # Kafka's default + one
+}
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 

@@ -58,6 +58,9 @@ class TableRef:
     events: bool = False
     # Every change of it is stored beside it (sinks/history.py): a view of views.json reads it.
     keeps_history: bool = False
+    # The connector's column.exclude.list: regexes of `schema.table.column` it does not capture
+    # (a generated column, which Postgres before 18 does not replicate, `connectors init` adds).
+    excluded: tuple[str, ...] = ()
     table: str = ""  # the source table's name; `name` when not given
 
     def __post_init__(self) -> None:
@@ -68,6 +71,12 @@ class TableRef:
     def prefix(self) -> str:
         """The connector's topic prefix (its topics are `<prefix>.<schema>.<table>`)."""
         return self.topic.removesuffix(f".{self.schema}.{self.table}")
+
+    def captures(self, column: str) -> bool:
+        """Whether the connector captures `column` of this table (Debezium matches its
+        column.exclude.list whole and case-blind against `schema.table.column`)."""
+        name = f"{self.schema}.{self.table}.{column}"
+        return not any(re.fullmatch(p, name, re.IGNORECASE) for p in self.excluded)
 
     def path(self, root: str) -> str:
         """Its base table: under the topic prefix, which no two connectors share, so tables of
@@ -125,6 +134,11 @@ def _from_connector(cf: connectors.ConnectorFile) -> list[TableRef]:
                 signal_table=cf.config.get("signal.data.collection"),
                 schemas_topic=cf.config.get(TOPIC_SETTING, DEFAULT_SCHEMAS_TOPIC),
                 events=is_event_topic(cf.config, f"{prefix}.{schema}.{name}"),
+                excluded=tuple(
+                    p.strip()
+                    for p in cf.config.get("column.exclude.list", "").split(",")
+                    if p.strip()
+                ),
             )
         )
     return refs

@@ -24,7 +24,9 @@ def topic_problem(
     `topics`, if given, is every topic Kafka has (one metadata call for many tables).
 
     A topic that ends below what was already applied was deleted and created again (Debezium
-    or auto-creation): the changes in between are gone from Kafka."""
+    or auto-creation): the changes in between are gone from Kafka. One that starts above the
+    next offset to apply lost records nobody applied, to retention (an event table's topic keeps
+    a week) or a deletion: Spark's reader would skip them without a word."""
     known = topics if topics is not None else set(kafka_io.list_topics(bootstrap, topic))
     if topic not in known:
         return f"its topic {topic} was deleted from Kafka"
@@ -32,21 +34,27 @@ def topic_problem(
         return None
     ends = kafka_io.watermarks(bootstrap, topic)
     for partition, offset in sorted(applied.items()):
-        high = ends.get(int(partition), (0, 0))[1]
+        low, high = ends.get(int(partition), (0, 0))
         if high < offset:
             return (
                 f"its topic {topic} was deleted and created again: partition {partition} ends "
                 f"at offset {high:,}, below the {offset:,} already applied"
+            )
+        if low > offset:
+            return (
+                f"its topic {topic} lost offsets {offset:,} to {low - 1:,} of partition "
+                f"{partition} before they were applied (retention, or records deleted): "
+                f"{low - offset:,} records are missing from the lake"
             )
     return None
 
 
 def topic_hint(table: str) -> str:
     return (
-        "changes written to the old topic after the last applied offset are lost to the lake; "
+        "the changes Kafka no longer holds are lost to the lake; "
         "the Delta table keeps what it applied. To rebuild it, have Debezium snapshot the table "
-        "again (README: 'When a topic is lost'), then run `changelake run --resnapshot "
-        f"{table}`"
+        "again (docs/troubleshooting.md: 'When a topic is lost'), then run "
+        f"`changelake run --resnapshot {table}`"
     )
 
 

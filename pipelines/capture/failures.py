@@ -16,6 +16,25 @@ class Known:
 
 KNOWN = (
     Known(
+        r"The message is (?P<size>\d+) bytes when serialized which is larger than (?P<limit>\d+)",
+        "{name} produced a change record of {size} bytes, over the {limit} bytes its producer "
+        "accepts (max.request.size), so capture of every table of this connector stopped",
+        'Connect\'s log names its topic ("failed to send record to <topic>"); shrink that '
+        "row, or leave its table out of "
+        "table.include.list, or raise the limit for the worker's producer and the broker "
+        "(changelake sets 64 MiB: MAX_RECORD_BYTES), then `changelake connectors apply`",
+    ),
+    Known(
+        r"RecordTooLargeException",
+        "{name} produced a change record larger than Kafka accepts, so capture of every table "
+        "of this connector stopped",
+        'Connect\'s log names its topic ("failed to send record to <topic>"); shrink that '
+        "row, or leave its table out of "
+        "table.include.list, or raise the broker's message.max.bytes and the worker's producer "
+        "max.request.size (changelake sets 64 MiB: MAX_RECORD_BYTES), then "
+        "`changelake connectors apply`",
+    ),
+    Known(
         "is no longer available on the server",
         "the position Connect stored for {name} is gone from Postgres (its replication slot was "
         "dropped or recreated since, or the WAL it needs was removed)",
@@ -64,8 +83,9 @@ def root_cause(trace: str, limit: int = 200) -> str:
 def explain(name: str, trace: str) -> tuple[str, str]:
     """(what failed, in one sentence; what to do next) for a failed connector's trace."""
     for known in KNOWN:
-        if re.search(known.pattern, trace):
-            return known.sentence.format(name=name), known.next_step.format(name=name)
+        if found := re.search(known.pattern, trace):
+            fields = {"name": name, **found.groupdict()}
+            return known.sentence.format(**fields), known.next_step.format(**fields)
     lines = trace.strip().splitlines()
     first = _shortened(lines[0], MAX_LINE) if lines else "no reason given"
     cause = root_cause(trace, MAX_LINE) if lines else first

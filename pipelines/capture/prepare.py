@@ -25,7 +25,7 @@ from psycopg import sql
 
 from pipelines import jsonfile
 from pipelines.capture import topic_groups
-from pipelines.capture.source_checks import PUBLISHED
+from pipelines.capture.source_checks import PUBLISHED, exclusion, generated_columns
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
 
@@ -69,6 +69,15 @@ def init(settings: Settings, request: Request, output: Path, progress: Progress 
                 _refuse_other_file(output, request, database)
             with conn.transaction():
                 events = _prepare(conn, settings, request, progress)
+            generated = {
+                t: columns for t, columns in generated_columns(conn).items() if t in request.tables
+            }
+            for table, columns in generated.items():
+                progress(
+                    f"  {table}: left out its generated column(s) {', '.join(columns)}: Postgres "
+                    "before 18 does not replicate their values (the lake would hold them from the "
+                    "snapshot only)"
+                )
     except psycopg.OperationalError as exc:
         raise ConfigError(f"--admin-dsn: cannot connect: {str(exc).strip()}") from exc
     except psycopg.Error as exc:
@@ -76,7 +85,7 @@ def init(settings: Settings, request: Request, output: Path, progress: Progress 
             f"preparing the database failed, nothing was changed: {str(exc).strip()}",
             "the DSN must be a superuser's (or a role allowed to create roles and publications)",
         ) from exc
-    doc = connector_file(settings, request, database, server, events)
+    doc = connector_file(settings, request, database, server, events, generated)
     jsonfile.write_atomically(output, doc)
     progress(f"  wrote {output}: apply it with `changelake connectors apply {output}`")
     return output
@@ -239,8 +248,10 @@ def connector_file(
     database: str,
     server: tuple[str, str],
     events: Sequence[str] = (),
+    generated: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """The shipped connector file, made this database's (on `server`, host and port)."""
+    """The shipped connector file, made this database's (on `server`, host and port);
+    `generated`: each table's generated columns, which it leaves out."""
     doc = jsonfile.read(settings.root / "connectors" / TEMPLATE)
     config: dict[str, str] = doc["config"]
     prefix = request.slot
@@ -263,6 +274,10 @@ def connector_file(
         groups = [g for g in config.get("topic.creation.groups", "").split(",") if g]
         config["topic.creation.groups"] = ",".join([*groups, topic_groups.EVENTS_GROUP])
         config.update(topic_groups.events_group(prefix, list(events)))
+    if generated:
+        config["column.exclude.list"] = ",".join(
+            exclusion(table, column) for table, columns in generated.items() for column in columns
+        )
     if request.keys:
         config["message.key.columns"] = ";".join(
             f"{table}:{','.join(columns)}" for table, columns in request.keys.items()

@@ -9,6 +9,7 @@ a key, and capture of every table stops), or at start on a slot another connecto
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -56,6 +57,29 @@ WHERE p.pubname = %(publication)s
 """
 
 
+# Stored generated columns (Postgres 12+): logical replication sends their values only from
+# Postgres 18 on, and only when the publication asks; a snapshot reads them all the same.
+GENERATED = """
+SELECT n.nspname || '.' || c.relname, a.attname
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE a.attgenerated = 's' AND NOT a.attisdropped AND a.attnum > 0
+ORDER BY 1, a.attnum
+"""
+
+
+def generated_columns(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
+    """Each table's stored generated columns whose changes logical replication leaves out
+    (none on Postgres 18 and later, which can publish them)."""
+    version = int(conn.execute("SHOW server_version_num").fetchone()[0])  # type: ignore[index]
+    if version < 120000 or version >= 180000:
+        return {}
+    found: dict[str, list[str]] = {}
+    for table, column in conn.execute(GENERATED):
+        found.setdefault(str(table), []).append(str(column))
+    return found
+
+
 @dataclass(frozen=True)
 class Table:
     name: str  # schema.table
@@ -81,6 +105,9 @@ class Found:
     publication: set[str] | None  # its tables; None when there is no such publication
     slot: Slot | None
     via_root: bool = False  # it publishes a partitioned table's changes as the table's own
+    generated: dict[str, list[str]] = dataclasses.field(
+        default_factory=dict
+    )  # see generated_columns
 
 
 def problems(
@@ -127,7 +154,9 @@ def _read(source: Source, config: Mapping[str, str]) -> Found:
             " FROM pg_replication_slots WHERE slot_name = %s",
             (config.get("slot.name", DEFAULT_SLOT),),
         ).fetchone()
-    return Found(tables, published, Slot(*row) if row else None, bool(pub and pub[0]))
+        generated = generated_columns(conn)
+    slot = Slot(*row) if row else None
+    return Found(tables, published, slot, bool(pub and pub[0]), generated)
 
 
 def _unreachable(source: Source, exc: psycopg.OperationalError) -> tuple[str, str]:
@@ -177,6 +206,34 @@ def _table_problems(
             yield from _table_problem(name, found, config, source)
 
 
+def excluded(config: Mapping[str, str], table: str, column: str) -> bool:
+    """Whether the connector's column.exclude.list leaves `table`'s `column` out."""
+    patterns = [p.strip() for p in config.get("column.exclude.list", "").split(",") if p.strip()]
+    return any(re.fullmatch(p, f"{table}.{column}", re.IGNORECASE) for p in patterns)
+
+
+def exclusion(table: str, column: str) -> str:
+    """The column.exclude.list entry for one column (a regex matched whole)."""
+    return re.escape(f"{table}.{column}")
+
+
+def generated_problems(
+    name: str, columns: list[str], config: Mapping[str, str]
+) -> Iterable[tuple[str, str]]:
+    """A generated column captured: its snapshot rows would hold values and every streamed
+    change NULL, a table half wrong. Left out, the lake has no such column at all."""
+    for column in columns:
+        if not excluded(config, name, column):
+            yield (
+                "config.column.exclude.list",
+                f"{name}: column {column} is generated (GENERATED ALWAYS … STORED), whose values "
+                "Postgres before 18 does not replicate: the snapshot would hold them and every "
+                "changed row NULL; leave it out "
+                f'("column.exclude.list": "{exclusion(name, column)}"; `connectors init` does) '
+                "and compute it in a query",
+            )
+
+
 def publication_problems(
     name: str, table: Table, found: Found, publication: str
 ) -> Iterable[tuple[str, str]]:
@@ -219,6 +276,7 @@ def _table_problem(
             "set publication.autocreate.mode to disabled and create the publication with "
             "`changelake connectors init`",
         )
+    yield from generated_problems(name, found.generated.get(name, []), config)
     if not table.readable:
         schema = name.split(".")[0]
         yield (

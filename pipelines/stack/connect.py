@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.capture.source import stack_environment
+from pipelines.settings import CONNECT_RECORD_LIMITS
 from pipelines.stack.service import JavaService
 
 PLUGINS_FOLDER = "plugins"
@@ -71,6 +72,7 @@ class Connect(JavaService):
             "config.providers": "env,file",
             "config.providers.env.class": f"{PROVIDERS}.EnvVarConfigProvider",
             "config.providers.file.class": f"{PROVIDERS}.FileConfigProvider",
+            **CONNECT_RECORD_LIMITS,
         }
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.write_log4j()

@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from pipelines.settings import KAFKA_RECORD_LIMITS
 from pipelines.stack.service import JavaService
 
 
@@ -59,6 +60,7 @@ class Kafka(JavaService):
             "log.cleaner.threads": "1",
             "num.network.threads": "2",
             "num.io.threads": "2",
+            **KAFKA_RECORD_LIMITS,
         }
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.write_log4j()

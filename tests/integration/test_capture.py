@@ -149,3 +149,32 @@ def test_a_deleted_connector_applied_again_starts_with_a_snapshot(
     changelake("connectors", "apply", str(path))
     again = records(bootstrap, topic, 3)
     assert [event(r)[:2] for r in again[1:]] == [("r", {"id": 1}), ("r", {"id": 2})]
+
+
+def test_records_gone_before_they_were_applied_are_named(bootstrap: str, unique: str) -> None:
+    """An event table's topic keeps its records for a week (cleanup.policy=delete): a pipeline
+    stopped longer, or records deleted, leaves a gap Spark's reader would skip without a word.
+    The table stops instead, naming the gap (guards.topic_problem, at start and while it runs)."""
+    from confluent_kafka.admin import NewTopic, Producer, TopicPartition
+
+    from pipelines.apply.guards import topic_problem
+
+    topic = f"retained_{unique}"
+    admin = kafka_io.admin(bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "delete"})])[
+        topic
+    ].result()
+    try:
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for n in range(10):
+            producer.produce(topic, key=str(n), value=str(n))
+        assert producer.flush(30) == 0
+        admin.delete_records([TopicPartition(topic, 0, 6)])[TopicPartition(topic, 0, 6)].result()
+        assert topic_problem(bootstrap, topic, {"0": 4}) == (
+            f"its topic {topic} lost offsets 4 to 5 of partition 0 before they were applied "
+            "(retention, or records deleted): 2 records are missing from the lake"
+        )
+        assert topic_problem(bootstrap, topic, {"0": 6}) is None  # applied up to the gap
+        assert topic_problem(bootstrap, topic, {"0": 10}) is None
+    finally:
+        kafka_io.delete_topics(bootstrap, [topic])

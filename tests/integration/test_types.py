@@ -319,3 +319,30 @@ def test_decimals_beyond_double_precision(pipeline: Callable[..., Pipeline], uni
     assert p.assert_equal(t, ["id"]) == 2 * len(rows)
     sent = list(kafka_io.read(p.settings.kafka_bootstrap, f"{p.prefix}.public.{t}"))
     assert sent and all("schema" in r.value and not r.headers for r in sent if r.value)
+
+
+def _megabytes(seed: int, size: int) -> str:
+    """`size` bytes of text zlib cannot shrink much (Postgres compresses TOASTed values)."""
+    rng = random.Random(seed)
+    return "".join(
+        rng.choices("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", k=size)
+    )
+
+
+def test_rows_of_megabytes_arrive_whole(pipeline: Callable[..., Pipeline], unique: str) -> None:
+    """Over Kafka's default 1 MB, such a change record failed the connector's task, and with it
+    the capture of every table of its database (MAX_RECORD_BYTES is the limit now)."""
+    t = f"large_{unique}"
+    p = pipeline(
+        [t],
+        [
+            f"CREATE TABLE public.{t} (id int PRIMARY KEY, note text, doc text)",
+            insert(t, 1, {"note": "'snapshot'", "doc": lit(_megabytes(1, 1_500_000))}),
+        ],
+    )
+    p.run_once()
+    assert p.assert_equal(t, ["id"]) == 1
+    p.sql(insert(t, 2, {"note": "'streamed'", "doc": lit(_megabytes(2, 3_000_000))}))
+    p.sql(update(t, 1, {"note": "'doc left unchanged'"}))  # the placeholder keeps 1.5 MB
+    p.run_once()
+    assert p.assert_equal(t, ["id"]) == 2

@@ -19,6 +19,8 @@ from pipelines import kafka_security
 from pipelines.apply.run import STOP_WITHIN_S
 from pipelines.capture.source import source_of
 from pipelines.settings import (
+    CONNECT_RECORD_LIMITS,
+    KAFKA_RECORD_LIMITS,
     POSTGRES_REPLICATION,
     Settings,
     dotenv_defaults,
@@ -424,6 +426,18 @@ def test_kafka_is_single_node_kraft_without_auto_topic_creation(
     pipeline = env_of(services["pipeline"])
     assert f"{pipeline['CHANGELAKE_KAFKA_HOST']}:{settings.kafka_port}" in advertised
     assert env_of(services["connect"])["BOOTSTRAP_SERVERS"] in advertised
+
+
+def test_kafka_and_connect_carry_records_as_large_as_the_local_stack_s(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """A row of large TOASTed values is one large change record: the broker and Connect's
+    producer take what the local stack's do (pipelines/settings.py), not Kafka's 1 MB."""
+    kafka, worker = env_of(services["kafka"]), env_of(services["connect"])
+    for name, value in KAFKA_RECORD_LIMITS.items():
+        assert kafka["KAFKA_" + name.upper().replace(".", "_")] == value, name
+    for name, value in CONNECT_RECORD_LIMITS.items():
+        assert worker["CONNECT_" + name.upper().replace(".", "_")] == value, name
 
 
 def test_postgres_is_configured_for_logical_decoding(services: dict[str, dict[str, Any]]) -> None:

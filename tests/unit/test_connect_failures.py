@@ -34,3 +34,20 @@ def test_an_unknown_failure_shows_its_first_line_only() -> None:
     assert sentence.startswith("connector x failed: java.lang.IllegalStateException: yyy")
     assert len(sentence) <= len("connector x failed: ") + MAX_LINE
     assert "\n" not in sentence and "Connect's log" in step
+
+
+def test_a_record_over_the_limit_is_named_with_its_size_and_the_settings_to_raise() -> None:
+    trace = (
+        "org.apache.kafka.connect.errors.ConnectException: Unrecoverable exception from producer "
+        "send callback\nCaused by: org.apache.kafka.common.errors.RecordTooLargeException: The "
+        "message is 70000000 bytes when serialized which is larger than 67108864, which is the "
+        "value of the max.request.size configuration." + FRAMES
+    )
+    sentence, step = explain("docs-db", trace)
+    assert sentence == (
+        "docs-db produced a change record of 70000000 bytes, over the 67108864 bytes its "
+        "producer accepts (max.request.size), so capture of every table of this connector stopped"
+    )
+    assert "failed to send record to <topic>" in step and "MAX_RECORD_BYTES" in step
+    broker = "RecordTooLargeException: The request included a message larger than the max"
+    assert "larger than Kafka accepts" in explain("docs-db", broker + FRAMES)[0]

@@ -13,6 +13,8 @@ from pipelines.capture.source_checks import (
     WRITTEN_TABLE,
     Found,
     Table,
+    excluded,
+    generated_problems,
     key_columns,
     listed,
     publication_problems,
@@ -89,3 +91,17 @@ def test_a_plain_table_missing_from_the_publication_is_named_with_its_fix() -> N
     assert missing.startswith("app.users: not in publication pub")
     assert missing.endswith("(ALTER PUBLICATION pub ADD TABLE app.users)")
     assert _problems("app.users", False, {"app.users"}, False) == []
+
+
+def test_a_generated_column_must_be_left_out_and_init_s_entry_leaves_it_out() -> None:
+    (problem,) = generated_problems("app.users", ["email_domain"], {})
+    field, message = problem
+    assert field == "config.column.exclude.list"
+    assert message.startswith("app.users: column email_domain is generated")
+    entry = r"app\.users\.email_domain"
+    assert f'"column.exclude.list": "{entry}"' in message
+    config = {"column.exclude.list": f"other\\.t\\.x, {entry}"}
+    assert excluded(config, "app.users", "email_domain")
+    assert excluded(config, "App.Users", "EMAIL_DOMAIN")  # Debezium matches case-blind
+    assert not excluded(config, "app.users", "email")
+    assert list(generated_problems("app.users", ["email_domain"], config)) == []

@@ -132,7 +132,8 @@ def _check(
     )
     if ref.events and read is not None:
         how = _comparable(types, read.rows)
-        events.compare(events.source_rows(conn, _table(ref), how), read.rows, how, check.delta)
+        rows = events.source_rows(conn, _table(ref), how, _captured(types, ref))
+        events.compare(rows, read.rows, how, check.delta)
         return check
     if meta is None or not key:
         check.delta.samples.append("no Delta table (or no key recorded): nothing to compare")
@@ -154,6 +155,13 @@ def _count(conn: psycopg.Connection[Any], ref: TableRef) -> int:
 
 def _table(ref: TableRef) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(ref.schema), sql.Identifier(ref.table))
+
+
+def _captured(types: dict[str, str], ref: TableRef) -> list[str] | None:
+    """The source columns the connector captures (None: all of them)."""
+    if not ref.excluded:
+        return None
+    return [c for c in types if ref.captures(c)]
 
 
 def _comparable(types: dict[str, str], frame: DataFrame) -> Comparable:
@@ -183,7 +191,7 @@ def _compare(
     started = said = time.monotonic()
     shown = progress.bar(f"verify {ref.name}", total=_count(conn, ref), unit="row")
     for part in ranges(bounds or [()]):
-        source = source_range(conn, _table(ref), key, part)
+        source = source_range(conn, _table(ref), key, part, _captured(types, ref))
         check.delta.add(
             {k: how.row(r) for k, r in source.items()}, lake_range(frame, key, part, how)
         )

@@ -11,6 +11,7 @@ report says so.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -20,7 +21,7 @@ from pyspark.sql import functions as F
 
 from pipelines.changelog.decode import LSN, OP
 from pipelines.read.verify.diff import Differences
-from pipelines.read.verify.sides import Comparable, lake_frame
+from pipelines.read.verify.sides import Comparable, columns_sql, lake_frame
 
 _OP = "_verify_op"  # the event's op, under a name lake_frame keeps
 
@@ -30,12 +31,15 @@ def _row(rec: dict[str, Any], how: Comparable) -> str:
 
 
 def source_rows(
-    conn: psycopg.Connection[Any], table: sql.Composable, how: Comparable
+    conn: psycopg.Connection[Any],
+    table: sql.Composable,
+    how: Comparable,
+    columns: Sequence[str] | None = None,
 ) -> Counter[str]:
     rows: Counter[str] = Counter()
     with conn.cursor(name="changelake_verify_events") as cur:  # streamed, not all at once
         cur.itersize = 5000
-        cur.execute(sql.SQL("SELECT * FROM {}").format(table))
+        cur.execute(sql.SQL("SELECT {} FROM {}").format(columns_sql(columns), table))
         names: list[str] = []
         for row in cur:
             names = names or [d.name for d in cur.description or []]

@@ -67,15 +67,21 @@ class Comparable:
         return canonical(value)
 
 
+def columns_sql(columns: Sequence[str] | None) -> sql.Composable:
+    """The select list: `columns` (those the connector captures), or every column (None)."""
+    return sql.SQL("*") if columns is None else sql.SQL(", ").join(map(sql.Identifier, columns))
+
+
 def source_range(
     conn: psycopg.Connection[Any],
     table: sql.Composable,
     key: Sequence[KeyColumn],
     part: KeyRange,
+    columns: Sequence[str] | None = None,
 ) -> Rows:
     """The range's rows as psycopg gives them (each side canonicalizes its own way)."""
     where, params = source_filter(key, part)
-    query = sql.SQL("SELECT * FROM {} WHERE {}").format(table, where)
+    query = sql.SQL("SELECT {} FROM {} WHERE {}").format(columns_sql(columns), table, where)
     out: Rows = {}
     with conn.cursor(name="changelake_verify") as cur:  # server-side: streamed, not all at once
         cur.itersize = 5000
