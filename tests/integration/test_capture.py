@@ -155,7 +155,8 @@ def test_records_gone_before_they_were_applied_are_named(bootstrap: str, unique:
     """An event table's topic keeps its records for a week (cleanup.policy=delete): a pipeline
     stopped longer, or records deleted, leaves a gap Spark's reader would skip without a word.
     The table stops instead, naming the gap (guards.topic_problem, at start and while it runs)."""
-    from confluent_kafka.admin import NewTopic, Producer, TopicPartition
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import NewTopic
 
     from pipelines.apply.guards import topic_problem
 
