@@ -18,6 +18,7 @@ from pathlib import Path
 from pipelines import jsonfile
 from pipelines.capture import connectors
 from pipelines.capture.source import SOURCE_KEYS, Source, source_of
+from pipelines.capture.source_checks import exclude_patterns, is_excluded
 from pipelines.capture.topic_groups import is_event_topic
 from pipelines.changelog.decode import DEFAULT_PLACEHOLDER
 from pipelines.changelog.registry import DEFAULT_TOPIC as DEFAULT_SCHEMAS_TOPIC
@@ -75,8 +76,7 @@ class TableRef:
     def captures(self, column: str) -> bool:
         """Whether the connector captures `column` of this table (Debezium matches its
         column.exclude.list whole and case-blind against `schema.table.column`)."""
-        name = f"{self.schema}.{self.table}.{column}"
-        return not any(re.fullmatch(p, name, re.IGNORECASE) for p in self.excluded)
+        return not is_excluded(self.excluded, f"{self.schema}.{self.table}", column)
 
     def path(self, root: str) -> str:
         """Its base table: under the topic prefix, which no two connectors share, so tables of
@@ -134,11 +134,7 @@ def _from_connector(cf: connectors.ConnectorFile) -> list[TableRef]:
                 signal_table=cf.config.get("signal.data.collection"),
                 schemas_topic=cf.config.get(TOPIC_SETTING, DEFAULT_SCHEMAS_TOPIC),
                 events=is_event_topic(cf.config, f"{prefix}.{schema}.{name}"),
-                excluded=tuple(
-                    p.strip()
-                    for p in cf.config.get("column.exclude.list", "").split(",")
-                    if p.strip()
-                ),
+                excluded=exclude_patterns(cf.config),
             )
         )
     return refs

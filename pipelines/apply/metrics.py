@@ -23,12 +23,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from pipelines import run_log
 from pipelines.apply.run_state import STATES, TableJob
 from pipelines.capture.source import Source
+from pipelines.read.status import SLOT_SQL
 from pipelines.settings import Settings
-
-_SLOT_LAG = (
-    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)"
-    " FROM pg_replication_slots WHERE slot_name = %s"
-)
 
 
 class Compaction(Protocol):
@@ -150,7 +146,7 @@ class RunMetrics(Collector):
         for slot, source in self.slots().items():
             try:
                 with psycopg.connect(source.dsn(), connect_timeout=3, autocommit=True) as conn:
-                    row = conn.execute(_SLOT_LAG, (slot,)).fetchone()
+                    row = conn.execute(SLOT_SQL, (slot,)).fetchone()
             except Exception:  # Postgres down, or the slot's credentials refused
                 self.scrape_errors += 1
                 continue

@@ -206,10 +206,19 @@ def _table_problems(
             yield from _table_problem(name, found, config, source)
 
 
+def exclude_patterns(config: Mapping[str, str]) -> tuple[str, ...]:
+    """The connector's column.exclude.list: regexes of `schema.table.column`."""
+    return tuple(p.strip() for p in config.get("column.exclude.list", "").split(",") if p.strip())
+
+
+def is_excluded(patterns: tuple[str, ...], table: str, column: str) -> bool:
+    """Whether `patterns` leave `table`'s `column` out (Debezium matches each whole, case-blind)."""
+    return any(re.fullmatch(p, f"{table}.{column}", re.IGNORECASE) for p in patterns)
+
+
 def excluded(config: Mapping[str, str], table: str, column: str) -> bool:
     """Whether the connector's column.exclude.list leaves `table`'s `column` out."""
-    patterns = [p.strip() for p in config.get("column.exclude.list", "").split(",") if p.strip()]
-    return any(re.fullmatch(p, f"{table}.{column}", re.IGNORECASE) for p in patterns)
+    return is_excluded(exclude_patterns(config), table, column)
 
 
 def exclusion(table: str, column: str) -> str:

@@ -46,7 +46,7 @@ NOT_RUNNING = "not running"
 # A running pipeline whose base table is further behind its source than its freshness target
 # plus this needs a person (`status` exits UNHEALTHY): the machine cannot fold changes that fast.
 BEHIND_MARGIN_S = 60.0
-_SLOT_SQL = (
+SLOT_SQL = (  # the WAL a slot holds back (bytes), and whether a reader has it
     "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), active"
     " FROM pg_replication_slots WHERE slot_name = %s"
 )
@@ -385,7 +385,7 @@ def _slots(settings: Settings, refs: list[TableRef], problems: list[str]) -> dic
 
 
 def _slot(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
-    row = conn.execute(_SLOT_SQL, (name,)).fetchone()
+    row = conn.execute(SLOT_SQL, (name,)).fetchone()
     if row is None:  # the connector has not created it yet
         return {"exists": False, "slot_lag_bytes": None, "active": False}
     lag, active = row
