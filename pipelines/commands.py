@@ -329,13 +329,20 @@ def chaos_command(args: argparse.Namespace, settings: Settings) -> int:
     import os
     from datetime import UTC, datetime
 
+    from pipelines import tables
     from pipelines.chaos.faults import KINDS
     from pipelines.chaos.runner import Chaos, ChaosOptions
     from pipelines.chaos.workload import BackgroundLoad
     from pipelines.stack.postgres import Postgres
 
     out_dir = settings.home / "chaos" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    options = ChaosOptions(rounds=args.rounds, rate=args.rate, seed=args.seed)
+    shop = [r for r in tables.captured(settings) if r.table == "orders"]  # the load's tables
+    options = ChaosOptions(
+        rounds=args.rounds,
+        rate=args.rate,
+        seed=args.seed,
+        connector=shop[0].connector if shop else None,
+    )
     print(f"chaos: {options.rounds} rounds of {len(KINDS)} faults under load; logs in {out_dir}")
     dsn = Postgres(settings).admin_dsn()
 

@@ -9,7 +9,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from pipelines import kafka_security
@@ -26,6 +32,7 @@ class Record:
     key: Any
     value: Any  # None for a tombstone
     headers: dict[str, bytes]
+    timestamp_ms: int | None = None  # when it was produced
 
     @property
     def payload(self) -> dict[str, Any] | None:
@@ -151,7 +158,13 @@ def _drain(
                 key=parse(msg.key()),
                 value=parse(msg.value()),
                 headers=_headers(msg.headers()),
+                timestamp_ms=_timestamp(msg),
             )
+
+
+def _timestamp(msg: Message) -> int | None:
+    kind, at = msg.timestamp()
+    return int(at) if kind != TIMESTAMP_NOT_AVAILABLE else None
 
 
 def _json(raw: str | bytes | None) -> Any:
@@ -236,9 +249,9 @@ def fetch_one(
                 raise RetryableError(f"Kafka read error on {topic}: {msg.error()}")
             if msg.offset() != offset:  # compacted away since it was read: never another's
                 raise RetryableError(f"{topic} partition {partition} offset {offset} is gone")
-            kind, at = msg.timestamp()
-            stamp = at if kind != TIMESTAMP_NOT_AVAILABLE else None
-            return RawRecord(_bytes(msg.key()), _bytes(msg.value()), _headers(msg.headers()), stamp)
+            return RawRecord(
+                _bytes(msg.key()), _bytes(msg.value()), _headers(msg.headers()), _timestamp(msg)
+            )
         raise RetryableError(f"{topic} partition {partition} offset {offset} not read in time")
     finally:
         consumer.close()

@@ -5,11 +5,14 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 
 from pipelines import pg
 from pipelines.chaos.bulk_stop import Bulk
+from pipelines.chaos.workload import Gate
 
 BULK_ROWS = 8000  # a bulk: a COPY that Debezium streams for a few seconds (SLOW_ACKS)
 BULK_BASE = 50_000_000  # the bulks' keys, apart from the churn's own
@@ -36,7 +39,7 @@ class Churn:
         self.rng = random.Random(seed)
         self.next_id = 100_000 * (seed % 1000 + 1)
         self.transactions = self.row_changes = self.bulks = 0
-        self.stopping = threading.Event()
+        self.stopping, self.gate = threading.Event(), Gate()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> None:
@@ -47,9 +50,14 @@ class Churn:
         self.thread.join()
         return self
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        with self.gate.closed(self.thread):
+            yield
+
     def _run(self) -> None:
         conn: psycopg.Connection[tuple[object, ...]] | None = None
-        while not self.stopping.is_set():
+        while not self.gate.passed(self.stopping):
             try:
                 conn = conn or psycopg.connect(self.dsn, autocommit=True, connect_timeout=2)
                 self.row_changes += conn.execute(*self._statement()).rowcount

@@ -41,6 +41,7 @@ from pipelines.apply.run_state import Stream, TableJob
 from pipelines.apply.streaming_failure import cause
 from pipelines.apply.table_start import prepare_table, starting_offsets
 from pipelines.capture.capture_restarts import CaptureRestarts
+from pipelines.capture.seams import SeamRepair
 from pipelines.changelog.registry import SchemaRegistry, registry
 from pipelines.exceptions import ChangelakeError, RetryableError
 from pipelines.read.reindex import ready_index
@@ -83,6 +84,7 @@ class Pipeline:
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
         self.next_watch = 0.0
         self.capture = CaptureRestarts(settings.connect_url, out)
+        self.seams = SeamRepair(settings, out, self._dsn)  # `run --once` repairs before it runs
         self.background = Background(spark, settings, options, self._refs, out, self.jobs)
 
     # --- one table ---------------------------------------------------------------------------
@@ -351,6 +353,7 @@ class Pipeline:
         if now >= self.next_watch:
             self.next_watch = now + self.watch.every_s
             self._watch()
+        self.seams.tick(self._refs())
         if now >= self.next_summary:
             if self.next_summary:
                 self._summary()

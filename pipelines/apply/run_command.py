@@ -13,9 +13,12 @@ from pipelines.apply.run import Discover, Out, Pipeline
 from pipelines.apply.run_options import RunOptions
 from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.capture.caught_up import wait_caught_up
+from pipelines.capture.seams import SeamRepair
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
-from pipelines.tables import TableRef, slot_sources
+from pipelines.tables import TableRef, slot_sources, source_of_table
+
+SEAM_RESEND_TIMEOUT_S = 600.0
 
 
 @contextmanager
@@ -52,6 +55,8 @@ def run(
         SearchClient.of(settings, retry_for_s=0).request("GET", "/")
     if options.once:  # "everything available" = every change committed before this command
         CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
+        seams = SeamRepair(settings, out, lambda ref: source_of_table(settings, ref).dsn())
+        seams.settle(seams.tick(refs), SEAM_RESEND_TIMEOUT_S)  # the re-sent rows are "available"
         for slot, source in slot_sources(settings, refs).items():
             wait_caught_up(source, slot, say=out)
     serve = None if options.once else server_conf(port_for(settings))  # queries, while it runs

@@ -16,6 +16,7 @@ XID_MODULUS = 2**32  # Debezium stores the 32-bit xid; Postgres' xid8 carries an
 class StoredOffset:
     connector: str
     value: dict[str, Any]
+    at_ms: int | None = None  # when Connect stored it
 
     @property
     def xid(self) -> int | None:
@@ -39,13 +40,17 @@ class StoredOffset:
         return None if found is None else str(found)
 
 
-def stored_offsets(bootstrap: str, since: dict[int, int]) -> list[StoredOffset]:
-    """Every source offset Connect stored after the offsets `since` (partition → offset)."""
+def stored_offsets(
+    bootstrap: str, since: dict[int, int], tombstones: bool = False
+) -> list[StoredOffset]:
+    """Every source offset Connect stored after the offsets `since` (partition → offset); with
+    `tombstones`, a reset offset too (an empty value: the task starts afresh from it)."""
     found = []
     for record in kafka_io.read(bootstrap, OFFSETS_TOPIC, since):
-        key = record.key
-        if isinstance(key, list) and key and isinstance(record.value, dict):
-            found.append(StoredOffset(str(key[0]), record.value))
+        key, value = record.key, record.value
+        if isinstance(key, list) and key and (isinstance(value, dict) or tombstones):
+            stored = value if isinstance(value, dict) else {}
+            found.append(StoredOffset(str(key[0]), stored, record.timestamp_ms))
     return found
 
 

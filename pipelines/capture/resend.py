@@ -2,27 +2,42 @@
 snapshot) whose additional condition per table selects just the given keys, written into the
 connector's signal table. Debezium reads them in chunks between watermarks, so a row changed while
 it is read is sent from the change, not the read; the pipeline's LSN guard applies the re-sent
-rows like any other change. `verify --repair` and the pipeline's key-change check use it."""
+rows like any other change. `verify --repair`, the pipeline's key-change check and its seam repair
+(`pipelines.capture.seams`) use it."""
 
 from __future__ import annotations
 
 import json
 import math
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
 
 from pipelines import pg
+from pipelines.capture.connect_offsets import offsets_end, stored_offsets
 from pipelines.exceptions import ChangelakeError
 from pipelines.read.verify.ranges import Key, KeyColumn, ordered_key
 from pipelines.tables import TableRef
 
 SIGNAL_DATA_MAX = 2048  # the signal table's data column: varchar(2048) (schemas/changelake.sql)
 MOST_SPANS = 64  # key runs per table: a few scattered keys each re-send just themselves
+POLL_S = 0.5
+PROGRESS_EVERY_S = 10.0
+Out = Callable[[str], None]
+
+
+class Wanted(Protocol):
+    """What to re-send of one table, as the WHERE fragment Debezium adds to its chunk query."""
+
+    @property
+    def ref(self) -> TableRef: ...
+
+    def condition(self, runs: int) -> sql.Composable: ...
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,22 @@ class Request:
     ref: TableRef
     key: list[KeyColumn]
     keys: list[Key]
+
+    def condition(self, runs: int) -> sql.Composable:
+        """The keys cut into at most `runs` runs (fewer, wider runs fit a smaller signal)."""
+        return condition(self.key, spans(self.key, self.keys, runs))
+
+
+@dataclass(frozen=True)
+class WrittenBy:
+    """Every row of one table that transaction `xid` wrote and no later one changed: a row
+    version's `xmin` is the transaction that made it (a subtransaction's rows carry their own)."""
+
+    ref: TableRef
+    xid: int  # the 32-bit xid, as Debezium and `xmin` hold it
+
+    def condition(self, runs: int) -> sql.Composable:
+        return sql.SQL("(xmin = {}::xid)").format(sql.Literal(str(self.xid)))
 
 
 def spans(key: Sequence[KeyColumn], keys: Sequence[Key], count: int) -> list[tuple[Key, Key]]:
@@ -68,14 +99,14 @@ def condition(key: Sequence[KeyColumn], runs: Sequence[tuple[Key, Key]]) -> sql.
     return sql.SQL("({})").format(sql.SQL(" OR ").join(parts))
 
 
-def signal_data(conn: psycopg.Connection[Any], requests: Sequence[Request]) -> str:
+def signal_data(conn: psycopg.Connection[Any], requests: Sequence[Wanted]) -> str:
     """The signal's JSON: every table with its condition, as many key runs as fit the column."""
     count = MOST_SPANS
     while True:
         conditions = [
             {
                 "data-collection": f"{r.ref.schema}.{r.ref.table}",
-                "filter": condition(r.key, spans(r.key, r.keys, count)).as_string(conn),
+                "filter": r.condition(count).as_string(conn),
             }
             for r in requests
         ]
@@ -91,10 +122,13 @@ def signal_data(conn: psycopg.Connection[Any], requests: Sequence[Request]) -> s
         count //= 2  # fewer, wider runs: more rows re-sent, all of them still right
 
 
-def send(dsn: str, signal_table: str, requests: Sequence[Request]) -> str:
-    """Write one `execute-snapshot` signal for a connector's tables; returns its id."""
+def send(
+    dsn: str, signal_table: str, requests: Sequence[Wanted], signal_id: str | None = None
+) -> str:
+    """Write one `execute-snapshot` signal for a connector's tables; returns its id (a fresh
+    one unless given: a signal id is written once, so a given one makes the ask idempotent)."""
     schema, _, table = signal_table.rpartition(".")
-    signal_id = str(uuid.uuid4())
+    signal_id = signal_id or str(uuid.uuid4())
     with pg.connect(dsn, autocommit=True) as conn:
         data = signal_data(conn, requests)
         if len(data) > SIGNAL_DATA_MAX:
@@ -104,9 +138,57 @@ def send(dsn: str, signal_table: str, requests: Sequence[Request]) -> str:
                 "re-send fewer tables at once (`changelake verify --repair TABLE`)",
             )
         conn.execute(
-            sql.SQL("INSERT INTO {} (id, type, data) VALUES (%s, 'execute-snapshot', %s)").format(
-                sql.Identifier(schema or "public", table)
-            ),
+            sql.SQL(
+                "INSERT INTO {} (id, type, data) VALUES (%s, 'execute-snapshot', %s)"
+                " ON CONFLICT (id) DO NOTHING"
+            ).format(sql.Identifier(schema or "public", table)),
             (signal_id, data),
         )
     return signal_id
+
+
+def wait_resent(
+    dsn: str,
+    bootstrap: str,
+    connector: str,
+    signal_table: str,
+    signal_id: str,
+    since: dict[int, int],
+    timeout_s: float,
+    out: Out,
+) -> None:
+    """Until Debezium has sent everything the signal asked for: it closed a window of that
+    snapshot (its marker row in the signal table), and then stored an offset past that point
+    that no longer carries the snapshot (offsets carry a running one)."""
+    schema, _, table = signal_table.rpartition(".")
+    closed = sql.SQL(
+        "SELECT count(*) FROM {} WHERE type = 'snapshot-window-close' AND data LIKE %s"
+    ).format(sql.Identifier(schema or "public", table))
+    deadline = time.monotonic() + timeout_s
+    windows, past = 0, 0
+    said = time.monotonic()
+    with pg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        while time.monotonic() < deadline:
+            row = cur.execute(closed, (f'%"{signal_id}"%',)).fetchone()
+            now = int(row[0]) if row else 0
+            if now != windows:  # a window closed since: the snapshot is done only past it
+                windows, past = now, pg.wal_insert_lsn(cur)
+            end = offsets_end(bootstrap)
+            for stored in stored_offsets(bootstrap, since):
+                if (
+                    windows
+                    and stored.connector == connector
+                    and stored.lsn >= past
+                    and stored.snapshot_correlation != signal_id
+                ):
+                    return
+            since = end
+            if time.monotonic() - said >= PROGRESS_EVERY_S:
+                said = time.monotonic()
+                out(f"repair: {connector} re-sending: {windows} chunk(s) so far")
+            time.sleep(POLL_S)
+    raise ChangelakeError(
+        f"connector {connector} has not finished re-sending after "
+        f"{timeout_s:.0f}s ({windows} chunk(s) sent; signal {signal_id} in {signal_table})",
+        "is the connector RUNNING (`changelake connectors status`)? Debezium's log says more",
+    )

@@ -1,9 +1,9 @@
-"""The six kinds of fault, each injected and then healed before the next one.
+"""The seven kinds of fault, each injected and then healed before the next one.
 
 Every fault is something that happens to real deployments: the pipeline host dies, Connect
-is redeployed or crashes (also in the middle of a bulk load), the broker restarts, Postgres
-restarts, the search cluster is away for a while. A fault returns a line saying exactly what was
-done.
+is redeployed or crashes (also in the middle of a bulk load, and resuming where Debezium skips
+the rest of a bulk statement's LSN), the broker restarts, Postgres restarts, the search cluster
+is away for a while. A fault returns a line saying exactly what was done.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from pipelines.capture import connectors
 from pipelines.chaos.bulk_stop import stop_connect_inside
+from pipelines.chaos.first_event import resume_at_first_event
 from pipelines.chaos.pipeline_process import PipelineProcess
 from pipelines.chaos.workload import Workload
 from pipelines.settings import Settings
@@ -26,6 +27,7 @@ KINDS = (
     "kill-pipeline",
     "restart-connect",
     "stop-connect-in-bulk",
+    "resume-at-first-event",
     "restart-kafka",
     "restart-postgres",
     "stop-opensearch",
@@ -76,6 +78,16 @@ def stop_connect_in_bulk(ctx: FaultContext) -> str:
     return stop.describe()
 
 
+def resume_first_event(ctx: FaultContext) -> str:
+    """The connector resumes from an offset at the first event of a bulk transaction's shared
+    LSN, where Debezium 3.7.0 skips the rest: only `run`'s seam repair brings those rows."""
+    if ctx.workload is None or ctx.connector is None:
+        raise ValueError("resume-at-first-event needs the round's workload and its connector")
+    with ctx.workload.paused():  # a change committed while the connector stops would be lost
+        resumed = resume_at_first_event(ctx.settings, ctx.connector, ctx.workload.bulk)
+    return resumed.describe()
+
+
 def restart_kafka(ctx: FaultContext) -> str:
     _bounce(ctx, "kafka")
     return "Kafka broker: stopped, then started again (Connect and the pipeline kept running)"
@@ -114,6 +126,7 @@ FAULTS: dict[str, Callable[[FaultContext], str]] = {
     "kill-pipeline": kill_pipeline,
     "restart-connect": restart_connect,
     "stop-connect-in-bulk": stop_connect_in_bulk,
+    "resume-at-first-event": resume_first_event,
     "restart-kafka": restart_kafka,
     "restart-postgres": restart_postgres,
     "stop-opensearch": stop_opensearch,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 
 Say = Callable[[str], None]
+RESEND_ASKED = re.compile(r"asked \S+ to re-send|asked it to re-send")  # key_change_guard, seams
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,9 @@ class ChaosOptions:
     outage_s: tuple[float, float] = (5.0, 20.0)
     verify_timeout_s: float = 900.0
     trigger_s: float = 1.0
-    # The connector whose stored offsets time the stop inside a bulk: any other one reading the
-    # same database stores offsets past the COPY long before, which would call the window missed.
+    # The connector whose stored offsets time the stop inside a bulk (any other one reading the
+    # same database stores offsets past the COPY long before, which would call the window missed)
+    # and whose offset the first-event fault sets.
     connector: str | None = None
 
 
@@ -54,6 +57,7 @@ class ChaosSummary:
     faults: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     landed: Counter[str] = field(default_factory=Counter)  # stops inside a bulk's COPY
+    resends: int = 0  # re-sends the pipeline asked for by itself (seams, lost key-update creates)
 
     @property
     def differences(self) -> int:
@@ -65,6 +69,7 @@ class ChaosSummary:
             "faults": dict(self.faults),
             "faults_total": self.faults.total(),
             "landed": dict(self.landed),
+            "resends": self.resends,
             "transactions": sum(r.transactions for r in self.rounds),
             "row_changes": sum(r.row_changes for r in self.rounds),
             "rows_compared": sum(r.rows_compared for r in self.rounds),
@@ -84,6 +89,7 @@ class ChaosSummary:
             f"  changes applied     {d['row_changes']:>8,} row changes in"
             f" {d['transactions']:,} transactions",
             f"  rows compared       {d['rows_compared']:>8,} (Delta and index, after every round)",
+            f"  re-sends asked      {d['resends']:>8,} (by the pipeline, with nobody asking)",
             f"  differences         {d['differences']:>8,}",
         ]
         return "\n".join(lines)
@@ -125,6 +131,13 @@ def count(report: dict[str, Any], what: str) -> int:
     if what == "rows":
         return sum(int(p["rows"]) for p in parts)
     return sum(int(p["missing"]) + int(p["extra"]) + int(p["differing"]) for p in parts)
+
+
+def resends_asked(log: Path) -> int:
+    """How many re-sends the pipeline's log says it asked a connector for."""
+    if not log.exists():
+        return 0
+    return sum(RESEND_ASKED.search(line) is not None for line in log.read_text().splitlines())
 
 
 def samples(report: dict[str, Any]) -> list[str]:
@@ -181,6 +194,7 @@ class Chaos:
         finally:
             self.pipeline.stop()
         summary.seconds = time.monotonic() - began
+        summary.resends = resends_asked(self.out_dir / "pipeline.log")
         (self.out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2))
         return summary
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from pipelines import pg
@@ -29,10 +30,45 @@ class Done(Protocol):
     def row_changes(self) -> int: ...
 
 
+PAUSE_TIMEOUT_S = 60.0  # a transaction in flight ends well within this
+
+
+class Gate:
+    """Where a load's thread waits between two transactions while a fault holds it closed."""
+
+    def __init__(self) -> None:
+        self.open, self.waiting = threading.Event(), threading.Event()
+        self.open.set()
+
+    def passed(self, stopping: threading.Event) -> bool:
+        """Called between transactions: waits while closed; True once the load should stop."""
+        if not self.open.is_set():
+            self.waiting.set()
+            while not self.open.wait(0.1) and not stopping.is_set():
+                pass
+            self.waiting.clear()
+        return stopping.is_set()
+
+    @contextmanager
+    def closed(self, thread: threading.Thread) -> Iterator[None]:
+        """No transaction of the load commits inside: its thread waits between two."""
+        self.open.clear()
+        try:
+            if thread.is_alive() and not self.waiting.wait(PAUSE_TIMEOUT_S):
+                raise ChangelakeError(f"chaos: the load did not pause in {PAUSE_TIMEOUT_S:.0f}s")
+            yield
+        finally:
+            self.open.set()
+
+
 class Workload(Protocol):
     def start(self) -> None: ...
 
     def stop(self) -> Done: ...
+
+    def paused(self) -> AbstractContextManager[None]:
+        """A context in which none of the load's transactions commits."""
+        ...
 
     def bulk(self) -> Bulk:
         """Commit one big bulk transaction beside the load, and say what it was."""
@@ -42,7 +78,7 @@ class Workload(Protocol):
 class BackgroundLoad:
     def __init__(self, dsn: str, rate: float, seed: int, say: Callable[[str], None]) -> None:
         self.dsn, self.rate, self.seed, self.say = dsn, rate, seed, say
-        self.stopping = threading.Event()
+        self.stopping, self.gate = threading.Event(), Gate()
         self.report: LoadReport | None = None
         self.failure: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="chaos-load", daemon=True)
@@ -58,7 +94,7 @@ class BackgroundLoad:
                 FOREVER_S,
                 seed=self.seed,
                 progress=self._progress,
-                stop=self.stopping.is_set,
+                stop=lambda: self.gate.passed(self.stopping),
                 mix=CHAOS_MIX,
             )
         except BaseException as exc:  # handed to the caller of stop()
@@ -75,6 +111,11 @@ class BackgroundLoad:
             raise self.failure
         assert self.report is not None
         return self.report
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        with self.gate.closed(self.thread):
+            yield
 
     def bulk(self) -> Bulk:
         with pg.connect(self.dsn) as conn, conn.cursor() as cur:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from pipelines.chaos.faults import KINDS
-from pipelines.chaos.runner import ChaosSummary, RoundResult, count, samples
+from pipelines.chaos.runner import ChaosSummary, RoundResult, count, resends_asked, samples
 
 
 def part(rows: int, missing: int = 0, extra: int = 0, differing: int = 0) -> dict[str, Any]:
@@ -44,14 +45,30 @@ def test_samples_name_the_table_and_the_side() -> None:
 def test_the_summary_counts_faults_by_kind_changes_and_differences() -> None:
     rounds = [RoundResult(n, list(KINDS), 100 * n, 250 * n, 30.0, 1000, 0, {}) for n in (1, 2)]
     landed = Counter({"stop-connect-in-bulk": 1})
-    summary = ChaosSummary(rounds, Counter({k: 2 for k in KINDS}), 600.0, landed)
+    summary = ChaosSummary(rounds, Counter({k: 2 for k in KINDS}), 600.0, landed, resends=3)
     d = summary.as_dict()
-    assert (d["faults_total"], d["transactions"], d["row_changes"]) == (12, 300, 750)
+    assert (d["faults_total"], d["transactions"], d["row_changes"]) == (14, 300, 750)
     assert (d["rows_compared"], d["differences"]) == (2000, 0)
     assert d["landed"] == {"stop-connect-in-bulk": 1}
     text = summary.text()
-    assert "chaos: 2 rounds, 12 faults in 10.0 min" in text
+    assert "chaos: 2 rounds, 14 faults in 10.0 min" in text
     for kind in KINDS:
         assert f"  {kind:<20}    2" in text
     assert "  stop-connect-in-bulk    2 (1 inside a bulk's COPY)" in text
+    assert "re-sends asked             3 (by the pipeline, with nobody asking)" in text
     assert "differences                0" in text
+
+
+def test_the_resends_are_counted_from_the_pipelines_log(tmp_path: Path) -> None:
+    log = tmp_path / "pipeline.log"
+    log.write_text(
+        "INFO    orders: batch 3: 12 changes\n"
+        "WARNING connector shop-postgres: task 0 resumed inside transaction 7, after event 1 "
+        "of LSN 9, where Debezium may skip the rest of that LSN: asked it to re-send the rows "
+        "that transaction wrote (orders 20; signal x)\n"
+        "WARNING orders: a key update's new row never reached the topic (id=4): Connect stored "
+        "its offset between the delete and the create (debezium/dbz#2549); asked shop-postgres "
+        "to re-send it (signal y)\n"
+    )
+    assert resends_asked(log) == 2
+    assert resends_asked(tmp_path / "absent.log") == 0

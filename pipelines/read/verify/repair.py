@@ -14,70 +14,18 @@ needs a delete, and a snapshot sends none; verify names them and `run --resnapsh
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
-from psycopg import sql
 from pyspark.sql import SparkSession
 
-from pipelines import pg
-from pipelines.capture.connect_offsets import offsets_end, stored_offsets
-from pipelines.capture.resend import Request, send
-from pipelines.exceptions import ChangelakeError, ConfigError
+from pipelines.capture.connect_offsets import offsets_end
+from pipelines.capture.resend import Request, send, wait_resent
+from pipelines.exceptions import ConfigError
 from pipelines.read.verify.command import TableCheck, verify
 from pipelines.settings import Settings
 from pipelines.tables import TableRef, source_of_table
 
-POLL_S = 0.5
-PROGRESS_EVERY_S = 10.0
 Out = Callable[[str], None]
-
-
-def wait_resent(
-    dsn: str,
-    bootstrap: str,
-    connector: str,
-    signal_table: str,
-    signal_id: str,
-    since: dict[int, int],
-    timeout_s: float,
-    out: Out,
-) -> None:
-    """Until Debezium has sent everything the signal asked for: it closed a window of that
-    snapshot (its marker row in the signal table), and then stored an offset past that point
-    that no longer carries the snapshot (offsets carry a running one)."""
-    schema, _, table = signal_table.rpartition(".")
-    closed = sql.SQL(
-        "SELECT count(*) FROM {} WHERE type = 'snapshot-window-close' AND data LIKE %s"
-    ).format(sql.Identifier(schema or "public", table))
-    deadline = time.monotonic() + timeout_s
-    windows, past = 0, 0
-    said = time.monotonic()
-    with pg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
-        while time.monotonic() < deadline:
-            row = cur.execute(closed, (f'%"{signal_id}"%',)).fetchone()
-            now = int(row[0]) if row else 0
-            if now != windows:  # a window closed since: the snapshot is done only past it
-                windows, past = now, pg.wal_insert_lsn(cur)
-            end = offsets_end(bootstrap)
-            for stored in stored_offsets(bootstrap, since):
-                if (
-                    windows
-                    and stored.connector == connector
-                    and stored.lsn >= past
-                    and stored.snapshot_correlation != signal_id
-                ):
-                    return
-            since = end
-            if time.monotonic() - said >= PROGRESS_EVERY_S:
-                said = time.monotonic()
-                out(f"repair: {connector} re-sending: {windows} chunk(s) so far")
-            time.sleep(POLL_S)
-    raise ChangelakeError(
-        f"verify --repair: connector {connector} has not finished re-sending after "
-        f"{timeout_s:.0f}s ({windows} chunk(s) sent; signal {signal_id} in {signal_table})",
-        "is the connector RUNNING (`changelake connectors status`)? Debezium's log says more",
-    )
 
 
 def repair(
