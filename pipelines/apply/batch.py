@@ -31,15 +31,10 @@ from pipelines.apply.compaction import Sealed
 from pipelines.apply.compactor import Compactor
 from pipelines.apply.key_change_guard import KeyChangeGuard
 from pipelines.changelog.batch import Decoded, decode_batch
-from pipelines.changelog.decode import (
-    LSN,
-    TOASTED,
-    Fetch,
-    Schemas,
-    Version,
-)
+from pipelines.changelog.decode import LSN, OFFSET, PARTITION, TOASTED, Fetch, Schemas, Version
 from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.plan import after_truncate, completed, latest_per_key
+from pipelines.changelog.redelivery import as_position, first_deliveries, highest
 from pipelines.exceptions import ChangelakeError
 from pipelines.read.table import commits, epoch_of, newest, read_table, truncate_of
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
@@ -270,11 +265,19 @@ class TableApplier:
         came, in one commit that records the offsets it covers."""
         if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
             meta = self._meta(stats, previous, ())
+            after = as_position(previous.extra.get("position")) if previous else None
+            newest = highest(after, stats.max_position)
+            if newest is not None:
+                meta.extra["position"] = list(newest)
             with stats.timed("errors"):
                 stats.errors += self._dead_letters(decoded, stats.bad)
             faults.pause_if("before-append", self.table.name, self.run_dir)
             with stats.timed("append"):
-                self.base.append(decoded.changes.drop(TOASTED), meta)
+                rows = first_deliveries(decoded.changes.drop(TOASTED), after, (PARTITION, OFFSET))
+                self.base.append(rows, meta)
+                if stats.max_position is not None:  # else nothing was stamped, none skipped
+                    written = self.base.written_rows()
+                    stats.redelivered = stats.changes + stats.truncates - written
             self.previous = meta
             faults.pause_if("after-commit", self.table.name, self.run_dir)
             return stats

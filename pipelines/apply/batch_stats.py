@@ -15,6 +15,13 @@ from pyspark.sql import functions as F
 from pipelines.changelog.batch import Decoded
 from pipelines.changelog.decode import LSN, OP, REASON, SOURCE_TS, TOASTED
 from pipelines.changelog.key_changes import Mark, marks_column, marks_of
+from pipelines.changelog.redelivery import (
+    POSITION_TEXT,
+    Position,
+    as_position,
+    highest,
+    position,
+)
 
 
 @dataclass
@@ -34,6 +41,11 @@ class BatchStats:
     indexed: int = 0
     stale: int = 0  # documents OpenSearch already held at a newer version
     resent: int = 0  # key updates whose new row Debezium was asked to send again
+    truncates: int = 0
+    # An event table's: the highest position Debezium stamped (`redelivery`), and the changes
+    # skipped as sent before.
+    max_position: Position | None = None
+    redelivered: int = 0
     marks: list[Mark] = field(default_factory=list)  # the batch's key-change records
     # Each schema version's first record (partition, offset), when `record_stats` counted them.
     firsts: dict[int, tuple[int, int]] | None = None
@@ -59,10 +71,16 @@ def record_stats(env: DataFrame) -> dict[str, BatchStats]:
     needs no job of its own to find the versions); one small aggregation for every table."""
     stats: dict[str, BatchStats] = {}
     groups = env.groupBy("topic", "partition", "version_id").agg(
-        F.max("offset"), F.count("*"), marks_column(), F.count("odd_text"), F.min("offset")
+        F.max("offset"),
+        F.count("*"),
+        marks_column(),
+        F.count("odd_text"),
+        F.min("offset"),
+        F.max(position(F.col(POSITION_TEXT))),
     )
-    for topic, partition, version, last, count, marks, odd, first in groups.collect():
+    for topic, partition, version, last, count, marks, odd, first, stamped in groups.collect():
         found = stats.setdefault(str(topic), BatchStats(firsts={}))
+        found.max_position = highest(found.max_position, as_position(stamped))
         at = str(partition)
         found.offsets[at] = max(int(last) + 1, found.offsets.get(at, 0))
         found.records += int(count)
@@ -92,6 +110,7 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
         F.count(F.when(good & (F.col(OP) == "d"), True)),
         F.date_format(F.max_by(F.col(SOURCE_TS), F.when(truncate, F.col(LSN))), _ISO),
         F.date_format(F.min(F.when(good, F.col(SOURCE_TS))), _ISO),
+        F.count(F.when(truncate, True)),
     ).first()
     assert agg is not None
     stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
@@ -100,4 +119,5 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
     stats.bad += int(agg[5])
     stats.deletes, stats.truncate_ts = int(agg[6]), agg[7]
     stats.min_source_ts = agg[8]
+    stats.truncates = int(agg[9])
     return stats

@@ -40,6 +40,8 @@ def batch_line(job: TableJob, stats: dict[str, Any]) -> str | None:
     if not stats.get("records"):
         return None
     extra = f", {stats['errors']} → _errors" if stats.get("errors") else ""
+    if stats.get("redelivered"):  # an event table's changes Debezium sent again
+        extra += f", {stats['redelivered']:,} sent again (skipped)"
     if job.ref.search is not None:
         extra += f", {stats.get('indexed', 0):,} indexed"
         extra += f" ({stats['stale']:,} stale)" if stats.get("stale") else ""

@@ -25,6 +25,7 @@ from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, Schemas, envelopes
 from pipelines.changelog.exceptions import SchemaError
 from pipelines.changelog.plan import after_truncate, latest_per_key
+from pipelines.changelog.redelivery import first_deliveries
 from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
 from pipelines.spark import kafka_options
 from pipelines.tables import TableRef
@@ -179,15 +180,19 @@ def _append(stats: BatchStats, decoded: Decoded, target: _Target) -> SnapshotRes
 
 
 def _append_events(stats: BatchStats, decoded: Decoded, target: _Target) -> SnapshotResult:
-    """An event table's snapshot: every record its (uncompacted) topic still holds, as events."""
+    """An event table's snapshot: every record its (uncompacted) topic still holds, as events,
+    each change Debezium sent twice once (`redelivery`)."""
     assert decoded.changes is not None
     table = target.table
     meta = CommitMeta(
         "snapshot", table.topic, target.ends, stats.max_lsn, stats.max_source_ts, (), stats.changes
     )
+    if stats.max_position is not None:  # where the next batch's changes must be past
+        meta.extra["position"] = list(stats.max_position)
     sink = DeltaSink.of(decoded.changes.sparkSession, target.table, target.lake)
     faults.pause_if("before-snapshot-commit", target.table.name, target.run_dir)
-    sink.append(decoded.changes.drop(TOASTED).orderBy(PARTITION, OFFSET), meta)
+    once = first_deliveries(decoded.changes.drop(TOASTED), None, (PARTITION, OFFSET))
+    sink.append(once.orderBy(PARTITION, OFFSET), meta)
     if stats.bad:
         ErrorsSink(f"{target.lake.rstrip('/')}/_errors").write(decoded.errors)
     return SnapshotResult(sink.written_rows(), stats.records, stats.bad, stats.toasted, meta)

@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 
 from pipelines.changelog.exceptions import SchemaError
 from pipelines.changelog.key_changes import header_columns, header_value
+from pipelines.changelog.redelivery import POSITION, POSITION_HEADER, POSITION_TEXT, position
 from pipelines.changelog.registry import SCHEMA_HEADER
 from pipelines.changelog.schema import CORRUPT, RowVersion, row_version
 from pipelines.changelog.types import is_placeholder
@@ -75,6 +76,7 @@ def envelopes(raw: DataFrame) -> DataFrame:
         .alias("version_id"),
         F.when(value.isNotNull() & ~lean & ~shaped, value).alias("odd_text"),
         *header_columns(raw),
+        header_value(raw, POSITION_HEADER).alias(POSITION_TEXT),
     )
 
 
@@ -204,8 +206,9 @@ def _of_version(env: DataFrame, version: Version) -> DataFrame:
 
 def decode(env: DataFrame, version: Version, placeholder: str, events: bool = False) -> DataFrame:
     """Typed change rows for the records of one schema version, each with the REASON it cannot
-    be applied (NULL for a good one): see `split`. `events`: an event table's, which need no key
-    and take an update's unchanged TOASTed values from its old row (REPLICA IDENTITY FULL)."""
+    be applied (NULL for a good one): see `split`. `events`: an event table's, which need no key,
+    take an update's unchanged TOASTed values from its old row (REPLICA IDENTITY FULL) and carry
+    where Debezium read them (`redelivery`)."""
     row = version.row
     record = T.StructType([*row.payload_struct().fields, T.StructField(CORRUPT, T.StringType())])
     # from_json puts the whole payload in CORRUPT when any field fails to parse (a value that
@@ -228,6 +231,7 @@ def decode(env: DataFrame, version: Version, placeholder: str, events: bool = Fa
     # One pass makes both: change rows, and (where REASON is set) what a dead letter needs.
     return checked.select(
         *_change_columns(row, image, placeholder, F.col("p.before") if events else None),
+        *([position(F.col(POSITION_TEXT)).alias(POSITION)] if events else []),
         F.col(REASON),
         F.when(F.col(REASON).isNotNull(), _as_written(version)).alias("_value"),
         F.col("topic").alias("_topic"),

@@ -378,8 +378,10 @@ def test_changelake_plugins_in_the_connectors_are_defined_in_connect_smt(
         for kind, pattern in PLUGIN_KEYS.items()
         if re.fullmatch(pattern, key) and str(value).startswith("dev.changelake.")
     }
+    transformation = "org.apache.kafka.connect.transforms.Transformation"
     assert used == {
-        "dev.changelake.connect.KeyTruncates": "org.apache.kafka.connect.transforms.Transformation",
+        "dev.changelake.connect.KeyTruncates": transformation,
+        "dev.changelake.connect.StampPosition": transformation,
         "dev.changelake.connect.LeanJsonConverter": "org.apache.kafka.connect.storage.Converter",
     }
     defined = java_types_under(SMT_SOURCES)

@@ -1,0 +1,119 @@
+"""An event table holds each change once (issue 41): Connect SIGKILLed while a key-less table
+streams resends the changes after its last stored offset, and the table appends none of them
+twice, while two identical rows one statement inserted both stay.
+
+The test shows the redelivery happened (a position stamped on two records of the topic), so it
+cannot pass by a kill that landed right after an offset flush; it kills again until one did."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from pipelines import kafka_io, pg
+from pipelines.capture import connectors
+from pipelines.capture.topic_groups import events_group
+from pipelines.changelog.redelivery import POSITION_HEADER
+from pipelines.settings import Settings
+from pipelines.stack import manager, process
+from tests.integration.pipeline_fixtures import Pipeline
+from tests.support import wait_for
+
+pytestmark = pytest.mark.stack
+KILLS = 3  # at most: a kill right after an offset flush redelivers nothing
+RATE = 50.0  # inserts per second: a second of unflushed offsets is tens of changes
+
+
+class Inserts:
+    """Inserts into the audit table on a thread of its own; every fifth is a COPY of two
+    identical rows (one WAL record: two changes at one LSN, told apart by their count)."""
+
+    def __init__(self, dsn: str, table: str) -> None:
+        self.dsn, self.table, self.n = dsn, table, 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with pg.connect(self.dsn, autocommit=True) as conn:
+            while not self.stopping.wait(1 / RATE):
+                self.n += 1
+                if self.n % 5:
+                    conn.execute(f"INSERT INTO public.{self.table} VALUES ('once', %s)", (self.n,))
+                    continue
+                with conn.cursor().copy(f"COPY public.{self.table} (what, n) FROM STDIN") as copy:
+                    copy.write(f"twice\t{self.n}\ntwice\t{self.n}\n")
+
+    def wait_for(self, more: float) -> None:
+        until = self.n + more
+        wait_for(lambda: self.n >= until, 30, f"{more:.0f} more inserts")
+
+    def __enter__(self) -> Inserts:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+
+def redelivered(bootstrap: str, topic: str) -> int:
+    """Records of the topic whose stamped position an earlier record had."""
+    seen = Counter(
+        r.headers[POSITION_HEADER]
+        for r in kafka_io.read(bootstrap, topic, raw=True)
+        if POSITION_HEADER in r.headers
+    )
+    return sum(n - 1 for n in seen.values())
+
+
+def test_connect_sigkilled_while_an_event_table_streams_appends_each_change_once(
+    pipeline: Callable[..., Pipeline], unique: str, bootstrap: str, settings: Settings
+) -> None:
+    t = f"audit_{unique}"
+    template = connectors.load(settings.connectors_dir / "shop-postgres.json")[0]
+    assert template is not None
+    groups = template.config["topic.creation.groups"]
+    p = pipeline(
+        [t],
+        [
+            f"CREATE TABLE public.{t} (what text, n int)",  # no key: an event table
+            f"ALTER TABLE public.{t} REPLICA IDENTITY FULL",
+            f"INSERT INTO public.{t} VALUES ('seeded', 0)",
+        ],
+        connector={
+            "topic.creation.groups": f"{groups},events",
+            **events_group("", [f"public.{t}"]),
+            "topic.creation.events.include": rf".*\.public\.{t}",  # whatever the prefix
+        },
+    )
+    p.run_once()
+    topic = f"{p.prefix}.public.{t}"
+    (svc,) = manager.services(settings, ["connect"])
+    with Inserts(p.dsn, t) as inserts:
+        for _ in range(KILLS):
+            inserts.wait_for(RATE)  # a second of them
+            process.stop(svc.pidfile, signal.SIGKILL, 0)
+            manager.up(settings, ["connect"], progress=lambda _: None)
+            connectors.wait_all_running(settings)
+            inserts.wait_for(RATE)
+            p.caught_up()
+            if redelivered(bootstrap, topic):
+                break
+    p.caught_up()
+    again = redelivered(bootstrap, topic)
+    assert again, f"{KILLS} SIGKILLs of Connect redelivered nothing: the test proved nothing"
+
+    run = p.run_once()
+    with pg.connect(p.dsn) as conn:
+        source = Counter(conn.execute(f"SELECT what, n FROM public.{t}").fetchall())
+    lake = Counter(
+        (r["what"], r["n"])
+        for r in p.spark.read.format("delta").load(p.path(t)).select("what", "n").collect()
+    )
+    assert lake == source, f"lake - source: {lake - source}; source - lake: {source - lake}"
+    assert sum(source.values()) > 3 * RATE
+    assert "sent again (skipped)" in run.stdout, run.stdout
