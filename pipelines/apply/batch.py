@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 
 from pipelines import kafka_io
 from pipelines.apply import faults
+from pipelines.apply.added_columns import AddedColumns
 from pipelines.apply.batch_stats import BatchStats, add_change_stats
 from pipelines.apply.compaction import Sealed
 from pipelines.apply.compactor import Compactor
@@ -81,9 +82,10 @@ class TableApplier:
         search: SearchSink | None = None,
         guard: KeyChangeGuard | None = None,
         compactor: Compactor | None = None,
+        added: AddedColumns | None = None,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
-        self.guard, self.search = guard, search
+        self.guard, self.search, self.added = guard, search, added
         self.spark = spark
         self.fetch = record_fetcher(bootstrap, table.topic)
         self.schemas = schemas
@@ -365,6 +367,8 @@ class TableApplier:
             key,
         )
         if not evolution.empty:
+            if evolution.add and self.added is not None:  # rows already here lack their values
+                self.added.resend([f.name for f in evolution.add])
             self.columns = None  # read back after the change, as Delta stored it
             if self.changelog.exists():  # else the first append creates it with these columns
                 evolve(self.spark, self.changelog.path, evolution)

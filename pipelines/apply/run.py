@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 
 from pipelines import run_log
 from pipelines.apply import connector_stream
+from pipelines.apply.added_columns import AddedColumns
 from pipelines.apply.background import GRACE_S, Background
 from pipelines.apply.batch import TableApplier
 from pipelines.apply.connector_batch import Member
@@ -139,6 +140,7 @@ class Pipeline:
             self._search(job),
             KeyChangeGuard(ref, self.settings.kafka_bootstrap, self._dsn(ref), self.out),
             None if self.options.once else self.background.compactor,  # --once compacts as it ends
+            AddedColumns(ref, lambda: self._dsn(ref), self.out),
         )
         return Member(job.applier)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from functools import reduce
@@ -12,10 +13,40 @@ import pytest
 from confluent_kafka import Producer
 
 from pipelines import kafka_io
+from pipelines.capture.resend import wait_resent
 from pipelines.changelog.registry import DEFAULT_TOPIC, SCHEMA_HEADER
-from tests.integration.pipeline_fixtures import Pipeline
+from tests.integration.pipeline_fixtures import SIGNAL_TABLE, Pipeline
 
 pytestmark = pytest.mark.stack
+
+
+def test_a_default_added_and_a_column_renamed_reach_rows_no_change_touched(
+    pipeline: Callable[..., Pipeline], unique: str, bootstrap: str
+) -> None:
+    """Issue 42: `ADD COLUMN … DEFAULT` and `RENAME COLUMN` change every row at the source
+    without a change event; the pipeline has the untouched rows re-sent."""
+    t = f"docs_{unique}"
+    p = pipeline(
+        [t],
+        [
+            f"CREATE TABLE public.{t} (id int PRIMARY KEY, title text)",
+            f"INSERT INTO public.{t} SELECT i, 'title ' || i FROM generate_series(1, 40) i",
+        ],
+    )
+    p.run_once()
+    p.sql(f"ALTER TABLE public.{t} ADD COLUMN locale text NOT NULL DEFAULT 'en'")
+    p.sql(f"ALTER TABLE public.{t} RENAME COLUMN title TO subject")
+    p.sql(f"UPDATE public.{t} SET subject = 'changed' WHERE id = 1")  # carries the new columns
+
+    first = p.run_once().stdout
+    assert f"{t}: columns subject, locale were added at the source" in first, first
+    found = re.search(r"\(signal ([0-9a-f-]{36})\)", first)
+    assert found, first
+    wait_resent(
+        p.dsn, bootstrap, p.prefix.replace("_", "-"), SIGNAL_TABLE, found[1], {}, 120, print
+    )
+    p.run_once()
+    assert p.assert_equal(t, ["id"]) == 40  # subject and locale in every row, as the source
 
 
 def test_added_column_appears_and_a_narrowed_type_stops_only_its_table(
