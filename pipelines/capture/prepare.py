@@ -1,11 +1,13 @@
 """`changelake connectors init`: prepare any Postgres database for capture, and write the
 connector file for it.
 
-Given a superuser's DSN once (used, never stored), in *that* database: the least-privilege
-login role (LOGIN REPLICATION, nothing more), CONNECT, USAGE and SELECT on the listed tables,
-changelake's heartbeat and signal tables (schemas/changelake.sql) with write access to those
-only, and a publication of exactly those tables. Everything is created or checked, so running it
-again changes nothing; all of it in one transaction, so a refusal leaves nothing half-done. Then
+Given a superuser's DSN once (used, never stored; on a managed service its admin's, see
+capture/platforms.py), in *that* database, after checking that wal_level is logical: the
+least-privilege login role (LOGIN and the right to replicate, nothing more), CONNECT, USAGE
+and SELECT on the listed tables, changelake's heartbeat and signal tables
+(schemas/changelake.sql) with write access to those only, and a publication of exactly those
+tables. Everything is created or checked, so running it again changes nothing; all of it in one
+transaction, so a refusal leaves nothing half-done. Then
 the shipped connector file becomes this database's: its name, slot, publication, topic prefix and
 tables. A table without a primary key is keyed by the columns `--key` names, or else captured as
 an append-only event table (its topic created uncompacted: see capture/topic_groups.py).
@@ -24,7 +26,7 @@ import psycopg
 from psycopg import sql
 
 from pipelines import jsonfile
-from pipelines.capture import topic_groups
+from pipelines.capture import platforms, topic_groups
 from pipelines.capture.source_checks import PUBLISHED, exclusion, generated_columns
 from pipelines.exceptions import ConfigError
 from pipelines.settings import Settings
@@ -83,7 +85,8 @@ def init(settings: Settings, request: Request, output: Path, progress: Progress 
     except psycopg.Error as exc:
         raise ConfigError(
             f"preparing the database failed, nothing was changed: {str(exc).strip()}",
-            "the DSN must be a superuser's (or a role allowed to create roles and publications)",
+            "the DSN must be a superuser's, or on a managed service its admin's (rds_superuser, "
+            "cloudsqlsuperuser, azure_pg_admin): docs/managed-postgres.md",
         ) from exc
     doc = connector_file(settings, request, database, server, events, generated)
     jsonfile.write_atomically(output, doc)
@@ -130,6 +133,8 @@ def _prepare(
         conn.execute(statement)
         progress(f"  {said}")
 
+    platform = platforms.detect(r[0] for r in conn.execute("SELECT rolname FROM pg_roles"))
+    platforms.check_wal_level(platform, str(_one(conn, "SHOW wal_level")))
     events = _check_tables(conn, request)
     role = sql.Identifier(request.role)
     if _one(conn, "SELECT 1 FROM pg_roles WHERE rolname = %s", request.role) is None:
@@ -138,19 +143,20 @@ def _prepare(
                 f"role {request.role} does not exist and no password was given for it",
                 "set CHANGELAKE_DEBEZIUM_PASSWORD (Connect reads the same variable)",
             )
-        create = sql.SQL("CREATE ROLE {} LOGIN REPLICATION PASSWORD {}").format(
-            role, sql.Literal(request.password)
-        )
-        run(create, f"created role {request.role} (LOGIN REPLICATION)")
+        for statement in platform.create_role(request.role, request.password):
+            conn.execute(statement)
+        progress(f"  created role {request.role} (LOGIN, {platform.replication}; {platform.name})")
     elif _one(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = %s", request.role):
         raise ConfigError(
             f"--role {request.role}: is a superuser; the connector's role must not be",
             "name another role (default debezium): init creates it with no more than it needs",
         )
     else:
-        run(
-            sql.SQL("ALTER ROLE {} WITH LOGIN REPLICATION NOCREATEDB NOCREATEROLE").format(role),
-            f"role {request.role} exists: LOGIN REPLICATION ensured, password left as it is",
+        for statement in platform.ensure_role(request.role):
+            conn.execute(statement)
+        progress(
+            f"  role {request.role} exists: LOGIN and {platform.replication} ensured, password "
+            "left as it is"
         )
     own = (settings.schemas_dir / "changelake.sql").read_text()
     conn.execute(own)
