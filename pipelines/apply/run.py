@@ -41,6 +41,7 @@ from pipelines.apply.run_report import (
 from pipelines.apply.run_state import Stream, TableJob
 from pipelines.apply.streaming_failure import cause
 from pipelines.apply.table_start import prepare_table, starting_offsets
+from pipelines.apply.table_views import keep_history
 from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.capture.seams import SeamRepair
 from pipelines.changelog.registry import SchemaRegistry, registry
@@ -108,6 +109,7 @@ class Pipeline:
         if snapshotted is None:
             self._set(job, "waiting")
             return False
+        job.ref = keep_history(self.spark, job.ref, self.settings.lake, self.out)
         job.snapshotted = job.snapshotted or snapshotted
         return True
 

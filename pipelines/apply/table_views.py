@@ -4,6 +4,7 @@ view of views.json that reads it, its stored history."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from pyspark.sql import SparkSession
 
@@ -37,3 +38,18 @@ def start_history(
         return
     history.seed(read_table(spark, path, ref.soft_delete).live())
     out(f"{ref.name}: its history (for views.json) starts from the table's rows as they are")
+
+
+def keep_history(
+    spark: SparkSession, ref: TableRef, lake: str, out: Callable[[str], None]
+) -> TableRef:
+    """`ref`, keeping its stored history when one exists though views.json reads it no more: a
+    run with another views file would leave a gap in it, and a view reading it again later
+    (a history, an aggregate resuming from its offsets) would be wrong without a word."""
+    if ref.keeps_history or not HistorySink(spark, history_of(ref.path(lake))).exists():
+        return ref
+    out(
+        f"{ref.name}: its history is kept current though views.json reads it no more (a view "
+        f"may again); to stop, delete {history_of(ref.path(lake))} while nothing runs"
+    )
+    return replace(ref, keeps_history=True)

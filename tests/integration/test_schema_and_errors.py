@@ -201,3 +201,29 @@ def test_a_snapshot_stops_at_records_whose_schema_is_unknown(
         f"snapshot of {t}: 1 records cannot be read: unknown schema fingerprint {'f' * 32}" in said
     )
     assert not Path(p.path(t)).exists()
+
+
+def test_a_run_with_another_views_file_leaves_no_gap_in_a_history(
+    pipeline: Callable[..., Pipeline], unique: str, tmp_path: Path
+) -> None:
+    """Issue 41: a run whose views file reads a table no more still keeps its stored history
+    current, so the view reading it again later misses none of that run's changes."""
+    t = f"kept_{unique}"
+    p = pipeline(
+        [t],
+        [
+            f"CREATE TABLE public.{t} (id int PRIMARY KEY, qty int)",
+            f"INSERT INTO public.{t} VALUES (1, 10)",
+        ],
+        views={f"{t}_history": {"kind": "history", "table": t}},
+    )
+    p.run_once()
+    p.sql(f"UPDATE public.{t} SET qty = 11 WHERE id = 1")
+    no_views = tmp_path / "no-views.json"
+    no_views.write_text(json.dumps({"views": {}}))
+    between = p.run_once(env_extra={"CHANGELAKE_VIEWS_CONFIG": str(no_views)}).stdout
+    assert f"{t}: its history is kept current though views.json reads it no more" in between
+    p.sql(f"UPDATE public.{t} SET qty = 12 WHERE id = 1")
+    p.run_once()
+    versions = p.cli("query", f"SELECT qty FROM {t}_history ORDER BY _valid_from_lsn", "--json")
+    assert [v["qty"] for v in json.loads(versions.stdout)] == [10, 11, 12]
