@@ -22,7 +22,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from pipelines import kafka_io
 from pipelines.apply import faults
@@ -31,20 +30,18 @@ from pipelines.apply.batch_stats import BatchStats, add_change_stats
 from pipelines.apply.compaction import Sealed
 from pipelines.apply.compactor import Compactor
 from pipelines.apply.key_change_guard import KeyChangeGuard
+from pipelines.apply.table_columns import TableColumns
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import LSN, OFFSET, PARTITION, TOASTED, Fetch, Schemas, Version
-from pipelines.changelog.evolution import reconcile
 from pipelines.changelog.plan import after_truncate, completed, latest_per_key
 from pipelines.changelog.redelivery import as_position, first_deliveries, highest
 from pipelines.exceptions import ChangelakeError
 from pipelines.read.table import commits, epoch_of, newest, read_table, truncate_of
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
 from pipelines.sinks.delta import (
-    META_COLUMNS,
     CommitMeta,
     DeltaSink,
     ErrorsSink,
-    evolve,
     furthest,
 )
 from pipelines.sinks.history import HistorySink, history_of
@@ -85,7 +82,7 @@ class TableApplier:
         added: AddedColumns | None = None,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
-        self.guard, self.search, self.added = guard, search, added
+        self.guard, self.search = guard, search
         self.spark = spark
         self.fetch = record_fetcher(bootstrap, table.topic)
         self.schemas = schemas
@@ -95,10 +92,10 @@ class TableApplier:
             HistorySink(spark, history_of(self.base.path)) if table.keeps_history else None
         )
         self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
+        self.columns = TableColumns(spark, table, self.base, self.changelog, self.history, added)
         # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last
-        # commit (this applier makes every later one), the table's columns, the schema versions.
+        # commit (this applier makes every later one), the schema versions.
         self.previous: CommitMeta | None = None
-        self.columns: T.StructType | None = None  # None: not read yet, or the table is changing
         self.known: dict[int, Version] = {}
         self.epoch = 0  # the changelog epoch batches append to; read from the commits at start
         self.appended = 0  # the newest epoch an append went to (a seal covers it and older)
@@ -217,7 +214,7 @@ class TableApplier:
         key = decoded.key or (previous.key if previous else ())
         if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
             with stats.timed("prepare"):
-                self._prepare(decoded, previous, key)
+                self.columns.prepare(decoded, previous, key)
             meta = self._meta(stats, previous, key)
             rows = latest_per_key(
                 _by_key(after_truncate(decoded.changes, _wiped_below(stats, previous)), key, stats),
@@ -345,40 +342,6 @@ class TableApplier:
             )
             self.errors.write(frame)
         self.search.record(meta.max_lsn, meta.max_source_ts)
-
-    def _prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
-        """Create the base table on the first change if no snapshot did, and bring the
-        changelog's columns up to the events' (the compactor brings the base table's)."""
-        if self.columns is None:
-            if not self.base.exists():
-                empty = decoded.changes.limit(0) if decoded.changes is not None else None
-                assert empty is not None
-                columns = [F.col(f.name) for f in decoded.columns.fields]
-                meta = CommitMeta("create", self.table.topic, {}, 0, None, key)
-                self.base.create(empty.select(*columns, *META_COLUMNS), meta)
-                return
-            exists = self.changelog.exists()
-            self.columns = (self.changelog if exists else self.base).data_schema()
-        evolution = reconcile(
-            self.table.name,
-            self.columns,
-            decoded.columns,
-            previous.key if previous else (),
-            key,
-        )
-        if not evolution.empty:
-            if evolution.add and self.added is not None:  # rows already here lack their values
-                self.added.resend([f.name for f in evolution.add])
-            self.columns = None  # read back after the change, as Delta stored it
-            if self.changelog.exists():  # else the first append creates it with these columns
-                evolve(self.spark, self.changelog.path, evolution)
-            if self.history is not None and self.history.exists():  # by its own columns
-                stored = self.history.data_schema()
-                evolve(
-                    self.spark,
-                    self.history.path,
-                    reconcile(self.table.name, stored, decoded.columns, key, key),
-                )
 
     def _meta(
         self, stats: BatchStats, previous: CommitMeta | None, key: tuple[str, ...]

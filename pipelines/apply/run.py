@@ -38,7 +38,7 @@ from pipelines.apply.run_report import (
     summary_line,
     write_state,
 )
-from pipelines.apply.run_state import Stream, TableJob
+from pipelines.apply.run_state import Stream, TableJob, add_discovered
 from pipelines.apply.streaming_failure import cause
 from pipelines.apply.table_start import prepare_table, starting_offsets
 from pipelines.apply.table_views import keep_history
@@ -347,13 +347,7 @@ class Pipeline:
             except ChangelakeError as exc:  # a connector file mid-edit: keep running, say why
                 self.out(run_log.warning(f"connector files not re-read: {exc}"))
                 found = []
-            for ref in found:
-                if ref.name not in self.jobs:
-                    self.out(
-                        f"{ref.name}: added to {ref.connector}; snapshotting it when its "
-                        "topic has events"
-                    )
-                    self.jobs[ref.name] = TableJob(ref)
+            add_discovered(self.jobs, found, self.out)
         if now >= self.next_watch:
             self.next_watch = now + self.watch.every_s
             self._watch()

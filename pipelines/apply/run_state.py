@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,3 +56,14 @@ class Stream:
     query: StreamingQuery | None = None
     batch: ConnectorBatch | None = None  # the function that applies its batches
     members: dict[str, Member] = field(default_factory=dict)  # by table
+
+
+def add_discovered(
+    jobs: dict[str, TableJob], found: Iterable[TableRef], out: Callable[[str], None]
+) -> None:
+    """Tables added to a connector file while the run goes on: a job each, snapshotted once
+    its topic has events."""
+    for ref in found:
+        if ref.name not in jobs:
+            out(f"{ref.name}: added to {ref.connector}; snapshotting it when its topic has events")
+            jobs[ref.name] = TableJob(ref)

@@ -20,35 +20,6 @@ from tests.integration.pipeline_fixtures import SIGNAL_TABLE, Pipeline
 pytestmark = pytest.mark.stack
 
 
-def test_a_default_added_and_a_column_renamed_reach_rows_no_change_touched(
-    pipeline: Callable[..., Pipeline], unique: str, bootstrap: str
-) -> None:
-    """Issue 42: `ADD COLUMN … DEFAULT` and `RENAME COLUMN` change every row at the source
-    without a change event; the pipeline has the untouched rows re-sent."""
-    t = f"docs_{unique}"
-    p = pipeline(
-        [t],
-        [
-            f"CREATE TABLE public.{t} (id int PRIMARY KEY, title text)",
-            f"INSERT INTO public.{t} SELECT i, 'title ' || i FROM generate_series(1, 40) i",
-        ],
-    )
-    p.run_once()
-    p.sql(f"ALTER TABLE public.{t} ADD COLUMN locale text NOT NULL DEFAULT 'en'")
-    p.sql(f"ALTER TABLE public.{t} RENAME COLUMN title TO subject")
-    p.sql(f"UPDATE public.{t} SET subject = 'changed' WHERE id = 1")  # carries the new columns
-
-    first = p.run_once().stdout
-    assert f"{t}: columns subject, locale were added at the source" in first, first
-    found = re.search(r"\(signal ([0-9a-f-]{36})\)", first)
-    assert found, first
-    wait_resent(
-        p.dsn, bootstrap, p.prefix.replace("_", "-"), SIGNAL_TABLE, found[1], {}, 120, print
-    )
-    p.run_once()
-    assert p.assert_equal(t, ["id"]) == 40  # subject and locale in every row, as the source
-
-
 def test_added_column_appears_and_a_narrowed_type_stops_only_its_table(
     pipeline: Callable[..., Pipeline], unique: str
 ) -> None:
@@ -203,27 +174,43 @@ def test_a_snapshot_stops_at_records_whose_schema_is_unknown(
     assert not Path(p.path(t)).exists()
 
 
-def test_a_run_with_another_views_file_leaves_no_gap_in_a_history(
-    pipeline: Callable[..., Pipeline], unique: str, tmp_path: Path
+def test_values_postgres_gives_without_a_change_and_a_run_with_other_views_leave_no_gap(
+    pipeline: Callable[..., Pipeline], unique: str, bootstrap: str, tmp_path: Path
 ) -> None:
-    """Issue 41: a run whose views file reads a table no more still keeps its stored history
-    current, so the view reading it again later misses none of that run's changes."""
-    t = f"kept_{unique}"
+    """Two ways the lake could miss changes with nobody told, on one pipeline:
+    - issue 42: `ADD COLUMN … DEFAULT` and `RENAME COLUMN` change every row at the source without
+      a change event; the pipeline has the rows no change touched re-sent;
+    - issue 41: a run whose views file reads a table no more still keeps its stored history
+      current, so the view reading it again later misses none of that run's changes."""
+    docs, kept = f"docs_{unique}", f"kept_{unique}"
     p = pipeline(
-        [t],
+        [docs, kept],
         [
-            f"CREATE TABLE public.{t} (id int PRIMARY KEY, qty int)",
-            f"INSERT INTO public.{t} VALUES (1, 10)",
+            f"CREATE TABLE public.{docs} (id int PRIMARY KEY, title text)",
+            f"INSERT INTO public.{docs} SELECT i, 'title ' || i FROM generate_series(1, 40) i",
+            f"CREATE TABLE public.{kept} (id int PRIMARY KEY, qty int)",
+            f"INSERT INTO public.{kept} VALUES (1, 10)",
         ],
-        views={f"{t}_history": {"kind": "history", "table": t}},
+        views={f"{kept}_history": {"kind": "history", "table": kept}},
     )
     p.run_once()
-    p.sql(f"UPDATE public.{t} SET qty = 11 WHERE id = 1")
+    p.sql(f"ALTER TABLE public.{docs} ADD COLUMN locale text NOT NULL DEFAULT 'en'")
+    p.sql(f"ALTER TABLE public.{docs} RENAME COLUMN title TO subject")
+    p.sql(f"UPDATE public.{docs} SET subject = 'changed' WHERE id = 1")  # carries the new columns
+    p.sql(f"UPDATE public.{kept} SET qty = 11 WHERE id = 1")
     no_views = tmp_path / "no-views.json"
     no_views.write_text(json.dumps({"views": {}}))
+
     between = p.run_once(env_extra={"CHANGELAKE_VIEWS_CONFIG": str(no_views)}).stdout
-    assert f"{t}: its history is kept current though views.json reads it no more" in between
-    p.sql(f"UPDATE public.{t} SET qty = 12 WHERE id = 1")
+    assert f"{docs}: columns subject, locale were added at the source" in between, between
+    assert f"{kept}: its history is kept current though views.json reads it no more" in between
+    found = re.search(r"\(signal ([0-9a-f-]{36})\)", between)
+    assert found, between
+    connector = p.prefix.replace("_", "-")
+    wait_resent(p.dsn, bootstrap, connector, SIGNAL_TABLE, found[1], {}, 120, print)
+    p.sql(f"UPDATE public.{kept} SET qty = 12 WHERE id = 1")
     p.run_once()
-    versions = p.cli("query", f"SELECT qty FROM {t}_history ORDER BY _valid_from_lsn", "--json")
+
+    assert p.assert_equal(docs, ["id"]) == 40  # subject and locale in every row, as the source
+    versions = p.cli("query", f"SELECT qty FROM {kept}_history ORDER BY _valid_from_lsn", "--json")
     assert [v["qty"] for v in json.loads(versions.stdout)] == [10, 11, 12]
