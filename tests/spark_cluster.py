@@ -34,7 +34,7 @@ def _alive_workers(ui_port: int) -> int:
     try:
         with urllib.request.urlopen(f"http://{HOST}:{ui_port}/json/", timeout=2) as response:
             doc = json.load(response)
-    except OSError:
+    except (OSError, ValueError):  # not up, or its UI still answering with its HTML page
         return 0
     return sum(1 for worker in doc.get("workers", []) if worker.get("state") == "ALIVE")
 

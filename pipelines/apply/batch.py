@@ -34,7 +34,7 @@ from pipelines.apply.table_columns import TableColumns
 from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import LSN, OFFSET, PARTITION, TOASTED, Fetch, Schemas, Version
 from pipelines.changelog.plan import after_truncate, completed, latest_per_key
-from pipelines.changelog.redelivery import as_position, first_deliveries, highest
+from pipelines.changelog.redelivery import POSITION, as_position, first_deliveries, highest
 from pipelines.exceptions import ChangelakeError
 from pipelines.read.table import commits, epoch_of, newest, read_table, truncate_of
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
@@ -272,9 +272,11 @@ class TableApplier:
                 stats.errors += self._dead_letters(decoded, stats.bad)
             faults.pause_if("before-append", self.table.name, self.run_dir)
             with stats.timed("append"):
-                rows = first_deliveries(decoded.changes.drop(TOASTED), after, (PARTITION, OFFSET))
-                self.base.append(rows, meta)
-                if stats.max_position is not None:  # else nothing was stamped, none skipped
+                rows = decoded.changes.drop(TOASTED)
+                if stats.max_position is None:  # nothing stamped: nothing to skip, no sort
+                    self.base.append(rows.drop(POSITION), meta)
+                else:
+                    self.base.append(first_deliveries(rows, after, (PARTITION, OFFSET)), meta)
                     written = self.base.written_rows()
                     stats.redelivered = stats.changes + stats.truncates - written
             self.previous = meta

@@ -15,13 +15,7 @@ from pyspark.sql import functions as F
 from pipelines.changelog.batch import Decoded
 from pipelines.changelog.decode import LSN, OP, REASON, SOURCE_TS, TOASTED
 from pipelines.changelog.key_changes import Mark, marks_column, marks_of
-from pipelines.changelog.redelivery import (
-    POSITION_TEXT,
-    Position,
-    as_position,
-    highest,
-    position,
-)
+from pipelines.changelog.redelivery import POSITION, Position, as_position
 
 
 @dataclass
@@ -71,16 +65,10 @@ def record_stats(env: DataFrame) -> dict[str, BatchStats]:
     needs no job of its own to find the versions); one small aggregation for every table."""
     stats: dict[str, BatchStats] = {}
     groups = env.groupBy("topic", "partition", "version_id").agg(
-        F.max("offset"),
-        F.count("*"),
-        marks_column(),
-        F.count("odd_text"),
-        F.min("offset"),
-        F.max(position(F.col(POSITION_TEXT))),
+        F.max("offset"), F.count("*"), marks_column(), F.count("odd_text"), F.min("offset")
     )
-    for topic, partition, version, last, count, marks, odd, first, stamped in groups.collect():
+    for topic, partition, version, last, count, marks, odd, first in groups.collect():
         found = stats.setdefault(str(topic), BatchStats(firsts={}))
-        found.max_position = highest(found.max_position, as_position(stamped))
         at = str(partition)
         found.offsets[at] = max(int(last) + 1, found.offsets.get(at, 0))
         found.records += int(count)
@@ -111,6 +99,8 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
         F.date_format(F.max_by(F.col(SOURCE_TS), F.when(truncate, F.col(LSN))), _ISO),
         F.date_format(F.min(F.when(good, F.col(SOURCE_TS))), _ISO),
         F.count(F.when(truncate, True)),
+        # An event table's rows carry where Debezium read them; a keyed table's do not.
+        F.max(F.when(good, F.col(POSITION))) if POSITION in decoded.rows.columns else F.lit(None),
     ).first()
     assert agg is not None
     stats.changes, stats.truncate_lsn, stats.toasted = int(agg[0]), agg[1], int(agg[2])
@@ -120,4 +110,5 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
     stats.deletes, stats.truncate_ts = int(agg[6]), agg[7]
     stats.min_source_ts = agg[8]
     stats.truncates = int(agg[9])
+    stats.max_position = as_position(agg[10])
     return stats

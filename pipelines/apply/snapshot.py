@@ -25,7 +25,7 @@ from pipelines.changelog.batch import Decoded, decode_batch
 from pipelines.changelog.decode import OFFSET, OP, PARTITION, TOASTED, Schemas, envelopes
 from pipelines.changelog.exceptions import SchemaError
 from pipelines.changelog.plan import after_truncate, latest_per_key
-from pipelines.changelog.redelivery import first_deliveries
+from pipelines.changelog.redelivery import POSITION, first_deliveries
 from pipelines.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
 from pipelines.spark import kafka_options
 from pipelines.tables import TableRef
@@ -191,7 +191,12 @@ def _append_events(stats: BatchStats, decoded: Decoded, target: _Target) -> Snap
         meta.extra["position"] = list(stats.max_position)
     sink = DeltaSink.of(decoded.changes.sparkSession, target.table, target.lake)
     faults.pause_if("before-snapshot-commit", target.table.name, target.run_dir)
-    once = first_deliveries(decoded.changes.drop(TOASTED), None, (PARTITION, OFFSET))
+    rows = decoded.changes.drop(TOASTED)
+    once = (
+        rows.drop(POSITION)
+        if stats.max_position is None  # nothing stamped: nothing to skip
+        else first_deliveries(rows, None, (PARTITION, OFFSET))
+    )
     sink.append(once.orderBy(PARTITION, OFFSET), meta)
     if stats.bad:
         ErrorsSink(f"{target.lake.rstrip('/')}/_errors").write(decoded.errors)

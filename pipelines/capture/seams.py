@@ -118,10 +118,9 @@ def written_rows(dsn: str, refs: Sequence[TableRef], xid: int) -> dict[str, int]
     with pg.connect(dsn, autocommit=True) as conn:
         for ref in refs:
             row = conn.execute(
-                sql.SQL("SELECT count(*) FROM {} WHERE xmin = %s::xid").format(
-                    sql.Identifier(ref.schema, ref.table)
-                ),
-                (str(xid),),
+                sql.SQL("SELECT count(*) FROM {} WHERE {}").format(
+                    sql.Identifier(ref.schema, ref.table), WrittenBy(ref, xid).condition(1)
+                )
             ).fetchone()
             counts[ref.name] = int(row[0]) if row else 0
     return counts
