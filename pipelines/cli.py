@@ -43,6 +43,17 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def _share(text: str) -> float:
+    """A share of a core's time: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share from 0 to 1 (such as 0.1)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="changelake",
@@ -160,6 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="serve Prometheus metrics on this port, 0 for none (default: "
         "CHANGELAKE_METRICS_PORT, else 9464; a streaming run only)",
+    )
+    p.add_argument(
+        "--verify-share",
+        type=_share,
+        metavar="SHARE",
+        default=DEFAULTS.verify_share,
+        help="share of one core a streaming run spends comparing the lake with its source, key "
+        "range by key range, and has what differs sent again (0: never)",
     )
     p.add_argument(
         "--views-seconds",

@@ -166,6 +166,7 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         trigger_seconds=args.trigger_seconds,
         freshness_target_s=args.freshness_target,
         views_seconds=args.views_seconds,
+        verify_share=args.verify_share,
         max_records_per_batch=args.max_records,
         ui=args.ui,
         metrics_port=args.metrics_port,

@@ -1,7 +1,8 @@
 """The work a run does beside its streams: compaction of sealed changelog epochs, rounds of the
-aggregate views (views.json), and its Prometheus metrics. A streaming run keeps each on threads
-of its own; a `--once` run compacts and brings the views up to date on its own thread as it ends,
-and serves no metrics."""
+aggregate views (views.json), verification of the lake against the source (repairing what
+differs), and its Prometheus metrics. A streaming run keeps each on threads of its own; a
+`--once` run compacts and brings the views up to date on its own thread as it ends, and serves
+no metrics and verifies nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pipelines.apply.run_options import RunOptions
 from pipelines.apply.run_state import TableJob
 from pipelines.apply.view_maintenance import ViewMaintainer
 from pipelines.capture import connector_status
+from pipelines.read.verify.continuous import ContinuousVerifier
 from pipelines.read.views import DerivedView, derived_views
 from pipelines.settings import Settings
 from pipelines.tables import TableRef, slot_sources
@@ -52,9 +54,21 @@ class Background:
 
         self.views = ViewMaintainer(spark, aggregates, options.views_seconds, out)
 
+        def streaming() -> list[TableRef]:  # compared only while their stream applies them
+            return [j.ref for j in list(jobs.values()) if j.state == "running"]
+
+        def applied(table: str) -> dict[str, int]:
+            job = jobs.get(table)
+            return dict(job.offsets) if job is not None else {}
+
+        self.verifier = ContinuousVerifier(
+            spark, settings, options.verify_share, streaming, applied, out
+        )
+
     def start(self) -> None:
         self.compactor.start()
         self.views.start()
+        self.verifier.start()
         if self.metrics_port:
             self.metrics_server = metrics.serve(
                 self.settings, self.metrics_port, self.collector, self.out
@@ -63,6 +77,7 @@ class Background:
     def stop(self) -> None:
         if self.metrics_server is not None:
             self.metrics_server.shutdown()
+        self.verifier.stop(wait_s=0)  # it only reads (and asks for re-sends): nothing to finish
         self.compactor.stop(wait_s=GRACE_S)
         self.views.stop(wait_s=GRACE_S)
 

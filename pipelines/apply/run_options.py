@@ -18,6 +18,9 @@ class RunOptions:
     # round costs seconds of both cores on a small machine, whatever few changes it takes).
     views_seconds: float = 30.0
     max_records_per_batch: int = 50_000  # a micro-batch reads at most this times its tables
+    # The share of one core's time a streaming run spends comparing the lake with its source in
+    # the background (and re-sending what differs); 0: never.
+    verify_share: float = 0.1
     ui: bool = False  # Spark's web UI (jobs, stages, streaming queries), on loopback
     metrics_port: int | None = None  # a streaming run's Prometheus metrics; None: the setting's
 

@@ -1,6 +1,7 @@
 """Where a streaming run's time went, read back from its own log: each table batch's line says
-how long its phases took (`[records 1.2, decode 0.8, …]`, timed from the round's start), and
-each compaction's line how long it took. Pure parsing, so the published figures are unit-tested.
+how long its phases took (`[records 1.2, decode 0.8, …]`, timed from the round's start), each
+compaction's line how long it took, and each continuous verification pass how long it took and
+how much of that it worked. Pure parsing, so the published figures are unit-tested.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ _COMPACTED = re.compile(
     r" in (?P<seconds>[\d.]+)s"
 )
 
+_VERIFIED = re.compile(
+    rf"^{PREFIX}(?P<table>[\w.]+): verified (?P<rows>[\d,]+) rows against the source in a pass"
+    r" of (?P<seconds>[\d.]+)s \((?P<work>[\d.]+)s of work\)"
+)
+_RESENT = re.compile(rf"^{PREFIX}[\w.]+: verification found (?P<rows>[\d,]+) rows the lake")
+
 
 class RoundFigures(TypedDict):
     rounds: int  # micro-batches of the connector's query that had changes
@@ -34,6 +41,10 @@ class RoundFigures(TypedDict):
     compactions: int
     compaction_s_p50: float | None
     compaction_s_total: float
+    verify_passes: int  # continuous verification's complete passes over a table
+    verify_pass_s_max: float | None  # the longest, from its first step to its last
+    verify_work_s: float  # its steps' seconds in all, over the passes
+    verify_resent: int  # rows it asked to be re-sent
 
 
 def round_figures(lines: Iterable[str]) -> RoundFigures | None:
@@ -44,6 +55,8 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
     jobs: list[float] = []
     phases: dict[str, list[float]] = defaultdict(list)
     compactions: list[float] = []
+    passes: list[tuple[float, float]] = []  # (pass seconds, work seconds)
+    resent = 0
     for line in lines:
         if batch := _BATCH.match(line):
             number, seconds = int(batch["batch"]), float(batch["seconds"])
@@ -58,6 +71,10 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
                     phases[name].append(float(value))
         elif compacted := _COMPACTED.match(line):
             compactions.append(float(compacted["seconds"]))
+        elif verified := _VERIFIED.match(line):
+            passes.append((float(verified["seconds"]), float(verified["work"])))
+        elif found := _RESENT.match(line):
+            resent += int(found["rows"].replace(",", ""))
     if not changes:
         return None
     return RoundFigures(
@@ -71,6 +88,10 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
         compactions=len(compactions),
         compaction_s_p50=median(compactions) if compactions else None,
         compaction_s_total=sum(compactions),
+        verify_passes=len(passes),
+        verify_pass_s_max=max((p for p, _ in passes), default=None),
+        verify_work_s=sum(w for _, w in passes),
+        verify_resent=resent,
     )
 
 
@@ -100,5 +121,20 @@ def rounds_section(figures: RoundFigures | None) -> list[str]:
         f"| phase | seconds | table batches |\n| --- | --- | --- |\n{rows}",
         f"Compactions: {figures['compactions']:,}, "
         + (f"{compaction:.1f} s each (median), " if compaction is not None else "")
-        + f"{figures['compaction_s_total']:.0f} s in all, beside the rounds.",
+        + f"{figures['compaction_s_total']:.0f} s in all, beside the rounds."
+        + _verify_sentence(figures),
     ]
+
+
+def _verify_sentence(figures: RoundFigures) -> str:
+    """Continuous verification's share of the run (older results: nothing)."""
+    if "verify_passes" not in figures:
+        return ""
+    longest = figures["verify_pass_s_max"]
+    return (
+        f" Continuous verification (`run --verify-share`, its default) completed "
+        f"{figures['verify_passes']:,} passes over a table"
+        + (f", the longest in {longest:.0f} s" if longest is not None else "")
+        + f", working {figures['verify_work_s']:.0f} s in all (its steps' wall time, an upper "
+        f"bound of its CPU time), and asked for {figures['verify_resent']:,} rows to be re-sent."
+    )

@@ -21,7 +21,9 @@ from pipelines.exceptions import ChangelakeError
 from pipelines.settings import Settings
 
 Say = Callable[[str], None]
-RESEND_ASKED = re.compile(r"asked \S+ to re-send|asked it to re-send")  # key_change_guard, seams
+RESEND_ASKED = re.compile(
+    r"asked \S+ to re-send|asked it to re-send"
+)  # guards, seams, verification
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,11 @@ from pipelines import exit_codes, kafka_io, tables
 from pipelines.apply.run_options import DEFAULTS
 from pipelines.exceptions import ChangelakeError, ConfigError
 from pipelines.pg import pg_lsn
+from pipelines.read.dropped_columns import dropped, source_columns
 from pipelines.read.query import errors_path
 from pipelines.read.status_print import byte_size
 from pipelines.read.table import TableRead, epoch_of, read_table
+from pipelines.read.verify.verified import verified
 from pipelines.read.view_status import views_report
 from pipelines.read.views import derived_views
 from pipelines.search.client import SearchClient
@@ -64,11 +66,14 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     marks = _marks(settings.kafka_bootstrap, [r.topic for r in refs], problems)
     errors = _error_counts(spark, settings)
     client = SearchClient.of(settings, retry_for_s=0)
+    checked = verified(settings.run_dir)
+    columns = source_columns(settings, refs, problems)
     report_tables = {
         ref.name: {
-            **_table_report(spark, settings, ref, marks),
+            **_table_report(spark, settings, ref, marks, columns.get(ref.name)),
             "index": _index_report(client, ref, problems),
             "errors": errors.get(ref.topic, 0),
+            "verified": checked.get(ref.name),
             **states.get(ref.name, absent),
         }
         for ref in refs
@@ -195,7 +200,11 @@ def _alive(pid: int) -> bool:
 
 
 def _table_report(
-    spark: SparkSession, settings: Settings, ref: TableRef, marks: Marks | None
+    spark: SparkSession,
+    settings: Settings,
+    ref: TableRef,
+    marks: Marks | None,
+    source: set[str] | None,
 ) -> dict[str, Any]:
     path = ref.path(settings.lake)
     read = read_table(spark, path, ref.soft_delete) if delta_exists(spark, path) else None
@@ -211,6 +220,7 @@ def _table_report(
         "source_commit_time": meta.max_source_ts if meta else None,
         "lag_records": waiting,
         **_lags(spark, path, read, waiting, since),
+        "dropped_columns": dropped(read.rows.columns, source) if read is not None else [],
     }
 
 

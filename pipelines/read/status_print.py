@@ -3,6 +3,7 @@ a row per table with its index, the views, each replication slot, and the proble
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pipelines.read.formats import grid
@@ -28,6 +29,14 @@ def print_report(report: dict[str, Any]) -> None:
     cells = [_table_cells(name, t) for name, t in report["tables"].items()]
     for line in grid(_HEADER, cells, _RIGHT):
         print(line)
+    for name, t in report["tables"].items():
+        if t.get("dropped_columns"):
+            print(
+                f"{name}: columns dropped at the source, kept in the lake with their last "
+                f"values: {', '.join(t['dropped_columns'])}"
+            )
+        if t.get("verified"):
+            print(verified_line(name, t["verified"]))
     for line in view_lines(report.get("views", {})):
         print(line)
     for name, slot in report["slots"].items():
@@ -37,6 +46,33 @@ def print_report(report: dict[str, Any]) -> None:
     for name, t in report["tables"].items():
         if t.get("error"):
             print(f"{name}: {t['error']}")
+
+
+def verified_line(name: str, v: dict[str, Any], now: float | None = None) -> str:
+    """What the run's continuous verification did for a table: its last full pass, what it
+    re-sent, what a re-send cannot mend."""
+    now = time.time() if now is None else now
+    at = v.get("verified_at")
+    line = f"verified {name}: "
+    line += (
+        f"{_ago(now - float(at))} ago, {_number(v.get('rows'))} rows"
+        if at is not None
+        else "first pass under way"
+    )
+    if v.get("resent"):
+        line += f"; {_number(v['resent'])} rows re-sent, the last {_ago(now - v['resent_at'])} ago"
+    if v.get("unrepaired"):
+        line += f"; {_number(v['unrepaired'])} rows a re-send cannot mend (see the run's log)"
+    return line
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _pipeline_line(pipeline: dict[str, Any]) -> str:

@@ -1,8 +1,9 @@
 """`changelake verify --repair`: rows deleted from and corrupted in Delta behind the pipeline's
 back are re-sent by Debezium (an incremental snapshot of just those keys) and applied by the
-running pipeline while a workload goes on; no resnapshot. And the pipeline's own re-send: a key
-update whose create never reached the topic (Connect stored the offset between the two) is
-asked for again as soon as its delete arrives alone."""
+running pipeline while a workload goes on; no resnapshot. And the pipeline's own re-sends, with
+nobody running anything: a key update whose create never reached the topic (Connect stored the
+offset between the two) is asked for again as soon as its delete arrives alone; a corrupted base
+row and a change lost from the changelog are found by the run's continuous verification."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pyspark.sql import functions as F
 from pipelines import kafka_io
 from pipelines.changelog.key_changes import NEW_KEY_HEADER
 from pipelines.changelog.registry import SCHEMA_HEADER
+from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.delta import WRITE_CONFLICTS
 from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
@@ -29,6 +31,7 @@ CHURNED = 300  # the workload touches ids 1..300; the damage is above, so only a
 DELETED = [301, 320, 321, 322, 399]
 CORRUPTED = [305, 350, 400]
 KEY_UPDATED = 398  # the new key of a key update whose create was lost
+LOST, VERIFY_CORRUPTED = 340, 360  # damaged with a continuously verifying run
 
 
 def damage(change: Callable[[], None]) -> None:
@@ -50,7 +53,7 @@ def test_verify_repair_resends_what_the_lake_lost_while_a_workload_runs(
 ) -> None:
     t = f"repair_{unique}"
     p = pipeline([t], churn_table(t, SEEDED), search={t: CHURN_FIELDS})
-    proc = p.start("--trigger-seconds", "1")
+    proc = p.start("--trigger-seconds", "1", "--verify-share", "0")  # verify --repair's to find
     try:
         p.wait_equal(t, ["id"])  # snapshotted; idle now, so the damage commits without a race
         lake = DeltaTable.forPath(p.spark, p.path(t))
@@ -91,3 +94,34 @@ def test_verify_repair_resends_what_the_lake_lost_while_a_workload_runs(
         output = proc.communicate(timeout=120)[0]
         print(output)  # shown if the test fails
     assert f"{t}: a key update's new row never reached the topic (id={KEY_UPDATED})" in output
+
+    # Continuous verification: a change lost from the changelog (a long freshness target keeps
+    # it there; should the run's first compaction have folded it already, the base table loses
+    # it instead), and a row corrupted in the base table.
+    proc = p.start("--freshness-target", "600", "--verify-share", "0.5")
+    try:
+        p.sql(f"UPDATE {t} SET name = 'lost' WHERE id = {LOST}")
+        changelog = DeltaTable.forPath(p.spark, changelog_of(p.path(t)))
+
+        def lost_changes() -> int:
+            lake_rows = (
+                p.spark.read.format("delta")
+                .load(p.path(t))
+                .unionByName(
+                    p.spark.read.format("delta").load(changelog_of(p.path(t))),
+                    allowMissingColumns=True,
+                )
+            )
+            return lake_rows.where((F.col("id") == LOST) & (F.col("name") == "lost")).count()
+
+        wait_for(lost_changes, 120, "the change in the lake")
+        damage(lambda: changelog.delete(F.col("id") == LOST))
+        damage(lambda: lake.update(F.col("id") == LOST, {"name": F.lit(f"seed {LOST}")}))
+        damage(lambda: lake.update(F.col("id") == VERIFY_CORRUPTED, {"qty": F.lit(-7)}))
+        p.wait_equal(t, ["id"])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=120)[0]
+        print(output)
+    found = re.findall(rf"{t}: verification found ([\d,]+) rows the lake lacks", output)
+    assert sum(int(n.replace(",", "")) for n in found) >= 2, output

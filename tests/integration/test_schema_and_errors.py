@@ -212,5 +212,8 @@ def test_values_postgres_gives_without_a_change_and_a_run_with_other_views_leave
     p.run_once()
 
     assert p.assert_equal(docs, ["id"]) == 40  # subject and locale in every row, as the source
+    shown = json.loads(p.cli("status", "--json", check=False).stdout)["tables"]
+    assert shown[docs]["dropped_columns"] == ["title"]  # kept with its last values, and said
+    assert shown[kept]["dropped_columns"] == []
     versions = p.cli("query", f"SELECT qty FROM {kept}_history ORDER BY _valid_from_lsn", "--json")
     assert [v["qty"] for v in json.loads(versions.stdout)] == [10, 11, 12]

@@ -12,6 +12,7 @@ from pipelines.apply.run_report import batch_line
 from pipelines.apply.run_state import TableJob
 from pipelines.bench.pipeline_runs import STARTED
 from pipelines.bench.rounds import round_figures, rounds_section
+from pipelines.read.verify.verified import pass_line
 from pipelines.tables import TableRef
 
 
@@ -43,6 +44,10 @@ def test_rounds_phases_and_compactions_are_read_back() -> None:
         # the query restarted (a table joined): its batches are numbered from 0 again
         line("orders", 0, 50, 4.0, records=2.0, decode=0.0, append=1.0),
         "customers: compacted changelog epochs through 3 into the base table in 7.5s",
+        pass_line("orders", 64_701, 95.2, 9.3),
+        "orders: verification found 2 rows the lake lacks or holds otherwise (e.g. 340, 360); "
+        "asked bench to re-send them (signal 1)",
+        pass_line("customers", 36_517, 180.0, 11.0),
     ]
     figures = round_figures(lines)
     assert figures is not None
@@ -53,8 +58,11 @@ def test_rounds_phases_and_compactions_are_read_back() -> None:
     assert figures["phase_batches"] == {"records": 4, "decode": 3, "append": 4}  # 0.0: none
     assert (figures["compactions"], figures["compaction_s_p50"]) == (2, 10.0)
     assert figures["compaction_s_total"] == 20.0
+    assert (figures["verify_passes"], figures["verify_pass_s_max"]) == (2, 180.0)
+    assert (figures["verify_work_s"], figures["verify_resent"]) == (pytest.approx(20.3), 2)
     section = "\n\n".join(rounds_section(figures))
     assert "ran 3 rounds" in section and "| append | 1.10 | 4 |" in section
+    assert "completed 2 passes over a table, the longest in 180 s, working 20 s" in section
 
 
 def test_jobs_per_table_batch_are_read_back_when_the_lines_count_them() -> None:

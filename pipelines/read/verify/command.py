@@ -103,7 +103,7 @@ def verify(
     return [checks[r.name] for r in refs] + views
 
 
-def _columns(conn: psycopg.Connection[Any], ref: TableRef) -> dict[str, str]:
+def source_columns(conn: psycopg.Connection[Any], ref: TableRef) -> dict[str, str]:
     rows = conn.execute(
         "SELECT column_name, data_type FROM information_schema.columns"
         " WHERE table_schema = %s AND table_name = %s",
@@ -125,14 +125,14 @@ def _check(
     if delta_exists(spark, ref.path(settings.lake)):
         read = read_table(spark, ref.path(settings.lake), ref.soft_delete)
     meta = read.meta if read is not None else None
-    types = _columns(conn, ref)
+    types = source_columns(conn, ref)
     key = [KeyColumn(k, types.get(k, "") in TEXT_TYPES) for k in (meta.key if meta else ())]
     check = TableCheck(
         ref.name, Differences("delta"), Differences("index") if ref.search else None, key
     )
     if ref.events and read is not None:
-        how = _comparable(types, read.rows)
-        rows = events.source_rows(conn, _table(ref), how, _captured(types, ref))
+        how = comparable(types, read.rows)
+        rows = events.source_rows(conn, table_sql(ref), how, captured_columns(types, ref))
         events.compare(rows, read.rows, how, check.delta)
         return check
     if meta is None or not key:
@@ -149,22 +149,22 @@ def _check(
 
 
 def _count(conn: psycopg.Connection[Any], ref: TableRef) -> int:
-    row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(_table(ref))).fetchone()
+    row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table_sql(ref))).fetchone()
     return int(row[0]) if row else 0
 
 
-def _table(ref: TableRef) -> sql.Composed:
+def table_sql(ref: TableRef) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(ref.schema), sql.Identifier(ref.table))
 
 
-def _captured(types: dict[str, str], ref: TableRef) -> list[str] | None:
+def captured_columns(types: dict[str, str], ref: TableRef) -> list[str] | None:
     """The source columns the connector captures (None: all of them)."""
     if not ref.excluded:
         return None
     return [c for c in types if ref.captures(c)]
 
 
-def _comparable(types: dict[str, str], frame: DataFrame) -> Comparable:
+def comparable(types: dict[str, str], frame: DataFrame) -> Comparable:
     """JSON compared by value; a numeric the lake keeps as text (beyond decimal's digits) too."""
     text_columns = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.StringType)}
     return Comparable(
@@ -184,14 +184,14 @@ def _compare(
     step: int,
     out: Out,
 ) -> None:
-    how = _comparable(types, frame)
-    bounds = [tuple(r) for r in conn.execute(boundaries_query(_table(ref), key, step))]
+    how = comparable(types, frame)
+    bounds = [tuple(r) for r in conn.execute(boundaries_query(table_sql(ref), key, step))]
     sink = SearchSink(client, ref.search, ref.topic, out) if ref.search else None
     fields = [c for c, _ in ref.search.fields] if ref.search else []
     started = said = time.monotonic()
     shown = progress.bar(f"verify {ref.name}", total=_count(conn, ref), unit="row")
     for part in ranges(bounds or [()]):
-        source = source_range(conn, _table(ref), key, part, _captured(types, ref))
+        source = source_range(conn, table_sql(ref), key, part, captured_columns(types, ref))
         check.delta.add(
             {k: how.row(r) for k, r in source.items()}, lake_range(frame, key, part, how)
         )

@@ -60,6 +60,19 @@ def boundaries_query(table: sql.Composable, key: Sequence[KeyColumn], step: int)
     ).format(names=names, ordered=ordered_key(key), table=table, step=sql.Literal(step))
 
 
+def next_boundary_query(
+    table: sql.Composable, key: Sequence[KeyColumn], lower: Key | None, step: int
+) -> tuple[sql.Composed, list[Any]]:
+    """The key `step` rows past `lower` (from the first key when None), in key order: the upper
+    bound of the range that starts at `lower` (no row: the range runs to the table's end)."""
+    names = sql.SQL(", ").join(sql.Identifier(k.name) for k in key)
+    where, params = source_filter(key, KeyRange(lower, None))
+    query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} OFFSET {} LIMIT 1").format(
+        names, table, where, ordered_key(key), sql.Literal(step)
+    )
+    return query, params
+
+
 def source_filter(key: Sequence[KeyColumn], part: KeyRange) -> tuple[sql.Composable, list[Any]]:
     """A WHERE clause (and its parameters) selecting the range in Postgres."""
     row = sql.SQL("({})").format(ordered_key(key))
