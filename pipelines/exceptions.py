@@ -25,3 +25,9 @@ class ConfigError(ChangelakeError):
 
 class RetryableError(ChangelakeError):
     """A service that may answer later (connection refused, 429, 5xx)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line (a driver's or a JVM's message goes on for pages), or its type."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

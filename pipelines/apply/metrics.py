@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from pipelines import run_log
 from pipelines.apply.run_state import STATES, TableJob
 from pipelines.capture.source import Source
-from pipelines.read.status import SLOT_SQL
+from pipelines.read.slot_status import SLOT_SQL
 from pipelines.settings import Settings
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import psycopg
 
-from pipelines.exceptions import ConfigError
+from pipelines.exceptions import ConfigError, first_line
 from pipelines.settings import Settings
 from pipelines.tables import TableRef, source_of_table
 
@@ -33,7 +33,9 @@ def source_columns(
                 schemas, names = [r.schema for r in group], [r.table for r in group]
                 rows = c.execute(_COLUMNS_SQL, (schemas, names)).fetchall()
         except (ConfigError, psycopg.Error) as exc:
-            problems.append(f"postgres: cannot read the columns of {group[0].name}: {exc}")
+            problems.append(
+                f"postgres: cannot read the columns of {group[0].name}: {first_line(exc)}"
+            )
             continue
         columns: dict[tuple[str, str], set[str]] = {}
         for schema, table, column in rows:

@@ -16,30 +16,28 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 from confluent_kafka import KafkaException
 
 from pipelines import exit_codes, kafka_io, tables
 from pipelines.apply.run_options import DEFAULTS
-from pipelines.exceptions import ChangelakeError, ConfigError
+from pipelines.exceptions import ChangelakeError, first_line
 from pipelines.pg import pg_lsn
 from pipelines.read.dropped_columns import dropped, source_columns
 from pipelines.read.query import errors_path
-from pipelines.read.status_print import byte_size
+from pipelines.read.slot_status import slot_warnings, slots_of
 from pipelines.read.table import TableRead, epoch_of, read_table
 from pipelines.read.verify.verified import verified
 from pipelines.read.view_status import views_report
 from pipelines.read.views import derived_views
 from pipelines.search.client import SearchClient
-from pipelines.settings import SLOT_LAG_WARN_VAR, Settings
+from pipelines.settings import Settings
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
 from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists
 from pipelines.sinks.search import SearchSink
-from pipelines.tables import TableRef, slot_tables, source_of_table
+from pipelines.tables import TableRef
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,10 +46,6 @@ NOT_RUNNING = "not running"
 # A running pipeline whose base table is further behind its source than its freshness target
 # plus this needs a person (`status` exits UNHEALTHY): the machine cannot fold changes that fast.
 BEHIND_MARGIN_S = 60.0
-SLOT_SQL = (  # the WAL a slot holds back (bytes), and whether a reader has it
-    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), active"
-    " FROM pg_replication_slots WHERE slot_name = %s"
-)
 # Kafka topic → {partition: (low, high) watermarks}; a topic missing here does not exist yet.
 Marks = dict[str, dict[int, tuple[int, int]]]
 
@@ -80,7 +74,7 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     }
     if pipeline["running"]:
         problems += behind_target(report_tables, pipeline["freshness_target_s"])
-    slots = _slots(settings, refs, problems)
+    slots = slots_of(settings, refs, problems)
     owners = {r.slot: r.connector for r in refs if r.slot}
     problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
     views = views_report(spark, derived_views(settings, refs))
@@ -308,7 +302,7 @@ def _index_report(
         state = sink.state() or {}
     except ChangelakeError as exc:
         if not any(p.startswith("OpenSearch") for p in problems):
-            problems.append(_first_line(exc))
+            problems.append(first_line(exc))
         return report
     lsn = state.get("applied_lsn")
     if lsn is not None:
@@ -350,9 +344,9 @@ def _marks(bootstrap: str, topics: list[str], problems: list[str]) -> Marks | No
         existing = set(kafka_io.list_topics(bootstrap))
         return {t: kafka_io.watermarks(bootstrap, t) for t in topics if t in existing}
     except ChangelakeError as exc:  # its message already names Kafka and the address
-        problems.append(f"kafka: {_first_line(exc)}")
+        problems.append(f"kafka: {first_line(exc)}")
     except KafkaException as exc:
-        problems.append(f"kafka: cannot read topic offsets at {bootstrap}: {_first_line(exc)}")
+        problems.append(f"kafka: cannot read topic offsets at {bootstrap}: {first_line(exc)}")
     return None
 
 
@@ -368,84 +362,3 @@ def _lag(marks: Marks | None, topic: str, meta: CommitMeta | None) -> int | None
     return sum(
         high - max(low, min(high, done.get(str(p), low))) for p, (low, high) in marks[topic].items()
     )
-
-
-# --- Postgres ----------------------------------------------------------------------------------
-
-
-def _slots(settings: Settings, refs: list[TableRef], problems: list[str]) -> dict[str, Any]:
-    """Per replication slot: WAL bytes not yet confirmed by Debezium, and whether it is read;
-    read from each slot's source database as its connector's user."""
-    found = {}
-    for name, ref in slot_tables(refs).items():
-        try:
-            source = source_of_table(settings, ref)
-            with psycopg.connect(source.dsn(), connect_timeout=3) as conn:
-                found[name] = _slot(conn, name)
-        except ConfigError as exc:  # e.g. a password variable not set here
-            problems.append(f"postgres: cannot read replication slot {name}: {exc.message}")
-            found[name] = {"exists": None, "slot_lag_bytes": None, "active": None}
-        except psycopg.Error as exc:
-            problems.append(
-                f"postgres: cannot read replication slot {name} at {source.where()}: "
-                f"{_first_line(exc)}"
-            )
-            found[name] = {"exists": None, "slot_lag_bytes": None, "active": None}
-    return found
-
-
-def _slot(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
-    row = conn.execute(SLOT_SQL, (name,)).fetchone()
-    if row is None:  # the connector has not created it yet
-        return {"exists": False, "slot_lag_bytes": None, "active": False}
-    lag, active = row
-    return {
-        "exists": True,
-        "slot_lag_bytes": int(lag) if lag is not None else None,
-        "active": bool(active),
-    }
-
-
-def slot_warnings(
-    slots: dict[str, Any], threshold: int, owners: Mapping[str, str] | None = None
-) -> list[str]:
-    """One warning per slot holding more unconfirmed WAL than `threshold` bytes, saying what to do.
-
-    `slots` is `_slots`' result; a slot of unknown lag (Postgres down, not created yet) is skipped,
-    its own line already says why. `owners` maps a slot to the connector that reads it.
-    """
-    warnings = []
-    for name, slot in sorted(slots.items()):
-        lag = slot.get("slot_lag_bytes")
-        if lag is None or lag <= threshold:
-            continue
-        connector = (owners or {}).get(name) or "NAME"
-        head = (
-            f"slot {name} holds {byte_size(lag)} of WAL Debezium has not confirmed,"
-            f" over the {byte_size(threshold)} set by {SLOT_LAG_WARN_VAR}"
-        )
-        # The slot advances when Connect commits the connector's offsets to Kafka; `changelake
-        # run` reads Kafka, not the slot, so it is never the cause and not worth sending anyone to.
-        if slot.get("active"):
-            cause = (
-                f"{connector} reads it but confirms slowly: check its tasks with"
-                " `changelake connectors status` and that Kafka is up; the lag should shrink"
-            )
-        else:
-            cause = (
-                "it is INACTIVE, no connector is reading it: `changelake connectors status` shows"
-                f" whether {connector} failed or is gone (fix it, then `changelake connectors"
-                f" apply`); if it is not wanted any more, `changelake connectors delete"
-                f" {connector} --drop-slot` or in psql SELECT pg_drop_replication_slot('{name}')"
-            )
-        warnings.append(
-            f"{head}. {cause}. Past max_slot_wal_keep_size (4GB locally, 2GB under docker"
-            " compose) Postgres invalidates the slot and the connector must snapshot again"
-            " (README: How capture is configured)"
-        )
-    return warnings
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

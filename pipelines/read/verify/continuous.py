@@ -30,10 +30,11 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from pipelines import kafka_io, run_log
 from pipelines.capture.resend import Request, send
+from pipelines.exceptions import first_line
 from pipelines.read.table import read_table
 from pipelines.read.verify.command import (
     captured_columns,
@@ -101,7 +102,7 @@ class Side:
     key: list[KeyColumn]
     how: Comparable
     columns: list[str] | None
-    frame: Any  # the lake's live rows (lake_frame)
+    frame: DataFrame  # the lake's live rows (lake_frame)
 
 
 class ContinuousVerifier:
@@ -148,7 +149,7 @@ class ContinuousVerifier:
             except Exception as exc:  # a table being rebuilt, the source unreachable: next turn
                 if self.stopping.is_set():
                     return  # the run's Spark stopping under a step
-                self._say_once(ref.name, f"{ref.name}: not verified now: {_first_line(exc)}")
+                self._say_once(ref.name, f"{ref.name}: not verified now: {first_line(exc)}")
             busy = time.monotonic() - started
             self.stopping.wait(max(0.5, busy * (1 - self.share) / self.share))
 
@@ -189,7 +190,8 @@ class ContinuousVerifier:
             lake = lake_range(side.frame, side.key, part, side.how)
             conn.rollback()
         suspects = _differing(source, lake)
-        if suspects:
+        # One suspect per range: a table that lags for passes on end must not pile them up.
+        if suspects and all(s.part != part for s in progress.suspects):
             wanted = {k: versions.get(k) for k in suspects}
             progress.suspects.append(Suspect(part, wanted, now + RECHECK_S, lsn))
         progress.rows += len(source)
@@ -327,7 +329,3 @@ def _differing(source: Rows, lake: Rows) -> set[Key]:
 def _sample(keys: list[Key], count: int = 3) -> str:
     shown = [str(k[0]) if len(k) == 1 else str(k) for k in keys[:count]]
     return ", ".join(shown) + (", …" if len(keys) > count else "")
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
