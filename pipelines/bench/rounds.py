@@ -27,6 +27,10 @@ _VERIFIED = re.compile(
     rf"^{PREFIX}(?P<table>[\w.]+): verified (?P<rows>[\d,]+) rows against the source in a pass"
     r" of (?P<seconds>[\d.]+)s \((?P<work>[\d.]+)s of work\)"
 )
+_WORKED = re.compile(
+    rf"^{PREFIX}verification: [\d,]+ steps compared (?P<rows>[\d,]+) rows in"
+    r" (?P<work>[\d.]+)s of work"
+)
 _RESENT = re.compile(rf"^{PREFIX}[\w.]+: verification found (?P<rows>[\d,]+) rows the lake")
 
 
@@ -43,7 +47,8 @@ class RoundFigures(TypedDict):
     compaction_s_total: float
     verify_passes: int  # continuous verification's complete passes over a table
     verify_pass_s_max: float | None  # the longest, from its first step to its last
-    verify_work_s: float  # its steps' seconds in all, over the passes
+    verify_work_s: float  # its steps' seconds in all, passes complete or not
+    verify_rows: int  # rows it compared in all
     verify_resent: int  # rows it asked to be re-sent
 
 
@@ -57,6 +62,7 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
     compactions: list[float] = []
     passes: list[tuple[float, float]] = []  # (pass seconds, work seconds)
     resent = 0
+    worked: list[tuple[int, float]] = []  # (rows, work seconds) of each run that stopped
     for line in lines:
         if batch := _BATCH.match(line):
             number, seconds = int(batch["batch"]), float(batch["seconds"])
@@ -73,6 +79,8 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
             compactions.append(float(compacted["seconds"]))
         elif verified := _VERIFIED.match(line):
             passes.append((float(verified["seconds"]), float(verified["work"])))
+        elif work := _WORKED.match(line):
+            worked.append((int(work["rows"].replace(",", "")), float(work["work"])))
         elif found := _RESENT.match(line):
             resent += int(found["rows"].replace(",", ""))
     if not changes:
@@ -90,7 +98,9 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
         compaction_s_total=sum(compactions),
         verify_passes=len(passes),
         verify_pass_s_max=max((p for p, _ in passes), default=None),
-        verify_work_s=sum(w for _, w in passes),
+        # A run that stopped says what it did in all; one that did not, only its passes.
+        verify_work_s=sum(w for _, w in worked) if worked else sum(w for _, w in passes),
+        verify_rows=sum(r for r, _ in worked),
         verify_resent=resent,
     )
 
@@ -136,5 +146,7 @@ def _verify_sentence(figures: RoundFigures) -> str:
         f"{figures['verify_passes']:,} passes over a table"
         + (f", the longest in {longest:.0f} s" if longest is not None else "")
         + f", working {figures['verify_work_s']:.0f} s in all (its steps' wall time, an upper "
-        f"bound of its CPU time), and asked for {figures['verify_resent']:,} rows to be re-sent."
+        f"bound of its CPU time)"
+        + (f" to compare {figures['verify_rows']:,} rows" if figures.get("verify_rows") else "")
+        + f", and asked for {figures['verify_resent']:,} rows to be re-sent."
     )

@@ -12,7 +12,7 @@ from pipelines.apply.run_report import batch_line
 from pipelines.apply.run_state import TableJob
 from pipelines.bench.pipeline_runs import STARTED
 from pipelines.bench.rounds import round_figures, rounds_section
-from pipelines.read.verify.verified import pass_line
+from pipelines.read.verify.verified import pass_line, work_line
 from pipelines.tables import TableRef
 
 
@@ -63,6 +63,14 @@ def test_rounds_phases_and_compactions_are_read_back() -> None:
     section = "\n\n".join(rounds_section(figures))
     assert "ran 3 rounds" in section and "| append | 1.10 | 4 |" in section
     assert "completed 2 passes over a table, the longest in 180 s, working 20 s" in section
+    # A run that stops says what it did in all, passes complete or not: that counts instead.
+    stopped = round_figures([*lines, work_line(31, 150_000, 42.5)])
+    assert stopped is not None
+    assert (stopped["verify_work_s"], stopped["verify_rows"]) == (42.5, 150_000)
+    assert (
+        "working 42 s in all (its steps' wall time, an upper bound of its CPU time) to "
+        "compare 150,000 rows" in "\n\n".join(rounds_section(stopped))
+    )
 
 
 def test_jobs_per_table_batch_are_read_back_when_the_lines_count_them() -> None:

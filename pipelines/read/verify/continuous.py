@@ -60,7 +60,7 @@ from pipelines.read.verify.sides import (
     lake_frame,
     lake_range,
 )
-from pipelines.read.verify.verified import pass_line, record
+from pipelines.read.verify.verified import pass_line, record, work_line
 from pipelines.settings import Settings
 from pipelines.tables import TableRef, source_of_table
 
@@ -123,6 +123,7 @@ class ContinuousVerifier:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="changelake-verify", daemon=True)
         self._said: set[str] = set()
+        self.steps, self.rows, self.work_s = 0, 0, 0.0  # over the run, passes complete or not
 
     def start(self) -> None:
         if self.share > 0:
@@ -132,6 +133,8 @@ class ContinuousVerifier:
         self.stopping.set()
         if self.thread.is_alive():
             self.thread.join(wait_s)
+        if self.steps:
+            self.out(work_line(self.steps, self.rows, self.work_s))
 
     def _loop(self) -> None:
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
@@ -156,11 +159,14 @@ class ContinuousVerifier:
     def step(self, ref: TableRef) -> None:
         """Compare one range of `ref`: a suspect's, when one is due, else the next one."""
         progress = self.progress.setdefault(ref.name, Progress())
-        started = time.monotonic()
+        started, rows = time.monotonic(), progress.rows
         try:
             complete = self._step(ref, progress)
         finally:
-            progress.busy += time.monotonic() - started
+            took = time.monotonic() - started
+            progress.busy += took
+            self.steps, self.work_s = self.steps + 1, self.work_s + took
+            self.rows += progress.rows - rows
         if complete:
             record(self.settings.run_dir, ref.name, verified_at=time.time(), rows=progress.rows)
             took = time.monotonic() - progress.started

@@ -51,3 +51,9 @@ def pass_line(table: str, rows: int, seconds: float, work_s: float) -> str:
         f"{table}: verified {rows:,} rows against the source in a pass of {seconds:.0f}s "
         f"({work_s:.1f}s of work)"
     )
+
+
+def work_line(steps: int, rows: int, work_s: float) -> str:
+    """The run's log line when its verification stops: what it did over the whole run, passes
+    complete or not (the bench reads it back)."""
+    return f"verification: {steps:,} steps compared {rows:,} rows in {work_s:.1f}s of work this run"
