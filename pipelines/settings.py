@@ -108,9 +108,14 @@ class Settings:
     connect_port: int
     opensearch_port: int
     opensearch_transport_port: int
-    # A long `changelake run` serves queries on Spark Connect here, bound to loopback (another
-    # port when this one is taken, see read/served.py).
+    # A long `changelake run` serves queries on Spark Connect here, bound to
+    # `spark_connect_bind` (loopback; the compose file's pipeline binds every interface and
+    # publishes the port on the host's loopback), another port when this one is taken (see
+    # read/served.py). `spark_connect_token`: the token it expects ("": a new one each run,
+    # given to queries in served.json; a container's run needs one its host's queries know).
     spark_connect_port: int
+    spark_connect_bind: str
+    spark_connect_token: str
     # A streaming `changelake run` serves Prometheus metrics here (0: not at all), bound to
     # `metrics_bind` (loopback; the compose file's pipeline binds every interface).
     metrics_port: int
@@ -260,6 +265,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         spark_connect_port=_port(env, "CHANGELAKE_SPARK_CONNECT_PORT", 15002),
         metrics_port=_port(env, "CHANGELAKE_METRICS_PORT", 9464, off=True),
         metrics_bind=env.get("CHANGELAKE_METRICS_BIND") or "127.0.0.1",
+        spark_connect_bind=env.get("CHANGELAKE_SPARK_CONNECT_BIND") or "127.0.0.1",
+        spark_connect_token=env.get("CHANGELAKE_SPARK_CONNECT_TOKEN") or "",
         service_user=env.get("CHANGELAKE_SERVICE_USER", "changelake"),
         java_home=Path(env.get("JAVA_HOME") or "/usr/lib/jvm/java-17-openjdk-amd64"),
         spark_master=env.get("CHANGELAKE_SPARK_MASTER") or "local[2]",

@@ -27,6 +27,7 @@ DOCKER_COMPOSE = shutil.which("docker-compose")
 PASSWORDS = {
     "CHANGELAKE_PG_PASSWORD": "dummy-pg-password",
     "CHANGELAKE_DEBEZIUM_PASSWORD": "dummy-debezium-password",
+    "CHANGELAKE_SPARK_CONNECT_TOKEN": "dummy-spark-connect-token",
 }
 ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 

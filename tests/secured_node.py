@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pipelines.settings import Settings
 from pipelines.stack import process
 from pipelines.stack.opensearch import OpenSearch
 from pipelines.stack.secured_opensearch import admin_password, secured_dir
+from tests.support import free_port
 
 HOST = "127.0.0.1"
 USER = "admin"
@@ -47,7 +47,7 @@ class _Node(OpenSearch):
 
     def __init__(self, settings: Settings, folder: Path) -> None:
         super().__init__(settings)
-        self.folder, self.http, self.transport = folder, _free_port(), _free_port()
+        self.folder, self.http, self.transport = folder, free_port(HOST), free_port(HOST)
 
     @property
     def dir(self) -> Path:
@@ -95,12 +95,6 @@ class _Node(OpenSearch):
         except ChangelakeError:
             return False
         return bool(health) and health.get("status") in ("green", "yellow")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -18,15 +17,9 @@ from pathlib import Path
 import pyspark
 
 from pipelines.settings import Settings
-from tests.support import wait_for
+from tests.support import free_port, wait_for
 
 HOST = "127.0.0.1"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def _alive_workers(ui_port: int) -> int:
@@ -44,7 +37,7 @@ def standalone_cluster(settings: Settings, folder: Path) -> Iterator[str]:
     """Yield the master's URL once its worker has registered; both are stopped afterwards.
     Their logs (and the executors', under work/) are in `folder`."""
     spark_home = Path(pyspark.__file__).resolve().parent
-    master_port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master_port, master_ui, worker_ui = free_port(HOST), free_port(HOST), free_port(HOST)
     url = f"spark://{HOST}:{master_port}"
     env = {
         **os.environ,

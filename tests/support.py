@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -71,6 +72,13 @@ def changelake_here(
 
 
 POLL_INTERVAL_S = 0.2  # how often a waiting test re-checks its condition
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (a service started next binds it)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 def wait_for(check: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:

@@ -7,11 +7,11 @@ no metrics and verifies nothing."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from pipelines.apply import metrics
+from pipelines.apply import endpoint, metrics
 from pipelines.apply.compactor import Compactor
 from pipelines.apply.run_options import RunOptions
 from pipelines.apply.run_state import TableJob
@@ -21,6 +21,9 @@ from pipelines.read.verify.continuous import ContinuousVerifier
 from pipelines.read.views import DerivedView, derived_views
 from pipelines.settings import Settings
 from pipelines.tables import TableRef, slot_sources
+
+if TYPE_CHECKING:
+    from pipelines.read.served import ServedViews
 
 GRACE_S = 30.0  # how long a stopping run lets a running compaction or view round finish
 
@@ -41,6 +44,9 @@ class Background:
         port = settings.metrics_port if options.metrics_port is None else options.metrics_port
         self.metrics_port, self.out = port, out
         self.metrics_server: Any = None  # serving, while a streaming run lasts
+        # The views the run serves queries (read/served.py), when it does: the endpoint
+        # answers a query that cannot read served.json with them.
+        self.served: ServedViews | None = None
         self.collector = metrics.RunMetrics(
             jobs,
             self.compactor,
@@ -70,8 +76,8 @@ class Background:
         self.views.start()
         self.verifier.start()
         if self.metrics_port:
-            self.metrics_server = metrics.serve(
-                self.settings, self.metrics_port, self.collector, self.out
+            self.metrics_server = endpoint.serve(
+                self.settings, self.metrics_port, self.collector, lambda: self.served, self.out
             )
 
     def stop(self) -> None:

@@ -16,15 +16,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import psycopg
-from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
-from pipelines import run_log
 from pipelines.apply.run_state import STATES, TableJob
 from pipelines.capture.source import Source
 from pipelines.read.slot_status import SLOT_SQL
-from pipelines.settings import Settings
 
 
 class Compaction(Protocol):
@@ -153,16 +150,3 @@ class RunMetrics(Collector):
             if row is not None and row[0] is not None:
                 lag.add_metric([slot], float(row[0]))
         yield lag
-
-
-def serve(settings: Settings, port: int, collector: RunMetrics, out: Callable[[str], None]) -> Any:
-    """Serve `collector` on `port` at /metrics; None (and a warning) when the port is taken."""
-    registry = CollectorRegistry()
-    registry.register(collector)
-    try:
-        server, _ = start_http_server(port, addr=settings.metrics_bind, registry=registry)
-    except OSError as exc:
-        out(run_log.warning(f"metrics not served: port {port} on {settings.metrics_bind}: {exc}"))
-        return None
-    out(f"metrics for Prometheus on http://{settings.metrics_bind}:{port}/metrics")
-    return server

@@ -59,7 +59,8 @@ def run(
         seams.settle(seams.tick(refs), SEAM_RESEND_TIMEOUT_S)  # the re-sent rows are "available"
         for slot, source in slot_sources(settings, refs).items():
             wait_caught_up(source, slot, say=out)
-    serve = None if options.once else server_conf(port_for(settings))  # queries, while it runs
+    # Queries served while it runs.
+    serve = None if options.once else server_conf(settings, port_for(settings))
     with owned_session(settings, ui=options.ui, conf=serve) as spark:
         lakefs.ensure_writable(spark, settings.lake, "lake")
         lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
@@ -69,6 +70,8 @@ def run(
             out(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         with serving(spark, settings, lambda: [j.ref for j in pipeline.jobs.values()]) as served:
             if served is not None:
-                out(f"serving queries on Spark Connect at sc://127.0.0.1:{served.port}")
+                where = f"{settings.spark_connect_bind}:{served.port}"
+                out(f"serving queries on Spark Connect at sc://{where}")
+            pipeline.background.served = served
             with stop_on_signals(pipeline):
                 return pipeline.run()

@@ -66,7 +66,7 @@ def register_views(
     `_errors`; returns the view names. `at`: tables and views as of those transactions, from
     the histories (a table without one is left out)."""
     from pipelines.read.history import rows_at
-    from pipelines.read.served import words
+    from pipelines.read.served_query import words
     from pipelines.read.table import read_table
     from pipelines.read.views import build_view, derived_views
     from pipelines.sinks.delta import delta_exists
@@ -114,7 +114,7 @@ def open_query(
     from pyspark.errors import PySparkException
 
     from pipelines.read.as_of import read_points, refuse_without_history
-    from pipelines.read.served import connect, words
+    from pipelines.read.served_query import connect, words
     from pipelines.read.views import derived_views
     from pipelines.spark import session
 

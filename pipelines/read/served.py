@@ -1,37 +1,34 @@
-"""Queries through the running pipeline: its warm Spark session serves the lake on Spark Connect.
+"""Queries through the running pipeline: its warm Spark session serves the lake on Spark Connect
+(the run's side; read/served_query.py is the query's).
 
 A long `changelake run` starts Spark's own Connect server inside its driver (Spark's
-SparkConnectPlugin, bound to loopback, so notebooks and BI tools on this machine can use the same
-endpoint) and keeps one global temporary view per table, `global_temp.<table>` (base ⊕ changelog,
-as every reader sees it, see read/table.py), rebuilt within a tick of the table gaining a version.
-`changelake query` connects when `served.json` names a live pipeline of the same lake, asks for
-the views its statement names to be brought up to date (and only those: a query never waits on a
-view it does not read), gives them their bare names in its own Connect session and runs the
-statement there: no JVM to start, no Delta log to rebuild. Without one it opens a local session.
+SparkConnectPlugin, on loopback unless `CHANGELAKE_SPARK_CONNECT_BIND` says otherwise, so
+notebooks and BI tools on this machine can use the same endpoint) and keeps one global temporary
+view per table, `global_temp.<table>` (base ⊕ changelog, as every reader sees it, see
+read/table.py), brought to its table's newest version when a query asks for it. A query asks by
+a file in the run directory (`served-requests/`), or, from where it cannot see that directory
+(the host of the run's container), at the run's HTTP endpoint (`/served`, see apply/endpoint.py):
+only the views its statement names, so a query never waits on a view it does not read.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import logging
 import os
-import re
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines import jsonfile
 from pipelines.settings import Settings
 from pipelines.spark import release
-from pipelines.stack.process import alive
 from pipelines.views.config import load_views, views_config_path
 
 if TYPE_CHECKING:
@@ -44,6 +41,7 @@ PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 TICK_S = 0.2  # how often the thread looks for a query's request
 WARM_S = 60.0  # after a request, views follow every version this long (a burst of queries)
 FRESH_WAIT_S = 5.0  # how long a query waits for the views to catch up with its request
+SERVED_PATH = "/served"  # the run's HTTP endpoint: its views, and a query's request (POST)
 PORT_RETRIES = 16  # Spark tries the next port when one is taken between our probe and its bind
 # Base version and commit time, changelog version and time; a view of views.json: the version
 # and time of each stored history it reads.
@@ -84,15 +82,18 @@ def port_for(settings: Settings) -> int:
     raise OSError("no free port on 127.0.0.1")
 
 
-def server_conf(port: int) -> dict[str, str]:
-    """The Spark settings that make a session serve Spark Connect: on loopback, and only to
-    whoever can read served.json (mode 0600), which holds the token."""
+def server_conf(settings: Settings, port: int) -> dict[str, str]:
+    """The Spark settings that make a session serve Spark Connect: on loopback (by default), and
+    only to whoever has the token: the one configured, else a new one that only readers of
+    served.json (mode 0600) learn."""
     return {
         "spark.plugins": PLUGIN,
-        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.address": settings.spark_connect_bind,
         "spark.connect.grpc.binding.port": str(port),
         "spark.connect.grpc.port.maxRetries": str(PORT_RETRIES),
-        "spark.connect.authenticate.token": secrets.token_urlsafe(32),
+        "spark.connect.authenticate.token": (
+            settings.spark_connect_token or secrets.token_urlsafe(32)
+        ),
     }
 
 
@@ -120,6 +121,10 @@ class ServedViews:
         self.servable: list[str] = []  # every view a query may ask for
         self.specs = load_views(views_config_path(settings))  # as the run read them
         self._failing: set[str] = set()
+        # Requests at the HTTP endpoint: (time asked, views; None: every view), answered as the
+        # files are, and the askers waiting for `fresh` to pass their time.
+        self._asks: list[tuple[float, list[str] | None]] = []
+        self._answered = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="served-views", daemon=True)
 
@@ -128,22 +133,25 @@ class ServedViews:
             while not self._stop.wait(TICK_S):
                 self._note_servable()
                 requests = sorted(request_dir(self.settings).glob("*.json"))
+                with self._answered:
+                    asks, self._asks = self._asks, []
                 now, asked = time.time(), 0.0
-                for request in requests:
-                    asked = max(asked, _mtime(request))
-                    names = requested(request)
+                for at, names in [(mtime(r), requested(r)) for r in requests] + asks:
+                    asked = max(asked, at)
                     for name in self.servable if names is None else names:
                         self.wanted[name] = now
                 self.wanted = {n: at for n, at in self.wanted.items() if now - at <= WARM_S}
-                if not requests and not self.wanted:
+                if not requests and not asks and not self.wanted:
                     continue  # nobody asked lately
                 try:
                     self.tick(set(self.wanted))
                 except Exception as exc:  # a bad tick (the lake unreachable): the next one
                     log.warning("query views not refreshed: %s", str(exc).splitlines()[0])
                     continue
-                if requests:
-                    self.fresh = max(self.fresh, asked)
+                if requests or asks:
+                    with self._answered:
+                        self.fresh = max(self.fresh, asked)
+                        self._answered.notify_all()
                     self._publish()
                     for request in requests:
                         request.unlink(missing_ok=True)
@@ -285,6 +293,20 @@ class ServedViews:
         self._publish()
         self._thread.start()
 
+    def ask(self, views: list[str] | None, timeout_s: float = FRESH_WAIT_S) -> dict[str, object]:
+        """Have `views` (None: every view) brought up to date, as a request file would, and wait
+        until they are or `timeout_s` passed; then what a query needs to read them (the port and
+        the views: the token it must know already)."""
+        asked = time.time()
+        with self._answered:
+            self._asks.append((asked, views))
+            self._answered.wait_for(lambda: self.fresh >= asked, timeout_s)
+        return self.listing()
+
+    def listing(self) -> dict[str, object]:
+        """The port and the views, for the HTTP endpoint (never the token)."""
+        return {"port": self.port, "views": self.servable, "fresh": self.fresh}
+
     def _publish(self) -> None:
         """served.json: where, the token, which lake, and the views (no catalog call needed)."""
         doc = {
@@ -331,111 +353,9 @@ def serving(
         views.stop()
 
 
-# --- the query's side --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Served:
-    port: int
-    token: str
-    views: list[str]
-    fresh: float  # the newest request its views are up to date for (a file time)
-
-
-def served_views(settings: Settings) -> Served | None:
-    """Where a live pipeline serving this lake answers, and its views, if one does."""
-    try:
-        doc = json.loads(served_file(settings).read_text())
-        pid = int(doc["pid"])
-        views = [str(v) for v in doc["views"]]
-        served = Served(int(doc["port"]), str(doc["token"]), views, float(doc["fresh"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if doc.get("lake") != settings.lake or not alive(pid):
-        return None
-    try:
-        socket.create_connection(("127.0.0.1", served.port), timeout=0.5).close()
-    except OSError:
-        return None
-    return served
-
-
-def words(sql: str) -> set[str]:
-    return {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
-
-
-def mentioned(views: list[str], sql: str) -> list[str]:
-    """The views whose names occur in `sql` as words: a statement can read no other (naming
-    each view costs a round trip to the server)."""
-    named = words(sql)
-    return [v for v in views if v.lower() in named]
-
-
-def connect(
-    settings: Settings, sql: str, tables: list[str]
-) -> tuple[SparkSession, list[str]] | None:
-    """A Connect session on the running pipeline, with the views `sql` names under their bare
-    names, and every view's name; None (a local session answers) when no pipeline serves this
-    lake, when `sql` names one of `tables` it does not serve (a run of some tables only), or
-    when this process has a local session already (the test suite's in-process commands)."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.client.retries import DefaultPolicy
-
-    first = served_views(settings) if SparkSession.getActiveSession() is None else None
-    if first is None:
-        return None
-    show = sql.strip().lower().startswith("show")
-    served = brought_up_to_date(settings, first.views if show else mentioned(first.views, sql))
-    if served is None or set(mentioned(tables, sql)) - set(served.views):
-        return None
-    url = f"sc://localhost:{served.port}/;token={served.token}"
-    spark = SparkSession.builder.remote(url).getOrCreate()
-    # Seconds, not pyspark's ten minutes of retries, before a gone pipeline means a local query.
-    spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
-    try:
-        for name in mentioned(served.views, sql):
-            spark.table(f"global_temp.{name}").createOrReplaceTempView(name)
-        for name in served.views if show else ():  # those that exist (yet)
-            with contextlib.suppress(Exception):
-                spark.table(f"global_temp.{name}").createOrReplaceTempView(name)
-    except Exception as exc:  # the pipeline stopped in between: a local session answers
-        log.info("the running pipeline did not answer (%s); querying locally", exc)
-        with contextlib.suppress(Exception):
-            spark.stop()
-        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # set by remote(); classic refuses it
-        return None
-    atexit.register(_release, spark)  # the server keeps a session until told (or an hour)
-    return spark, served.views
-
-
-def brought_up_to_date(
-    settings: Settings, views: list[str], timeout_s: float = FRESH_WAIT_S
-) -> Served | None:
-    """Ask the pipeline to bring `views` up to date, and wait until it says it has (or, past
-    `timeout_s`, take the views as they are: a busy pipeline answers with what it has). A
-    statement that reads no view asks for nothing."""
-    if not views:
-        return served_views(settings)
-    request = request_dir(settings) / f"{os.getpid()}-{secrets.token_hex(4)}.json"
-    jsonfile.write_atomically(request, {"views": sorted(views)})
-    asked, deadline = _mtime(request), time.monotonic() + timeout_s
-    while True:
-        served = served_views(settings)
-        if served is None or served.fresh >= asked:
-            return served
-        if time.monotonic() > deadline:
-            log.info("the running pipeline's views may trail its newest commits")
-            return served
-        time.sleep(0.02)
-
-
-def _mtime(path: Path) -> float:
+def mtime(path: Path) -> float:
+    """A request file's time (0: gone already)."""
     try:
         return path.stat().st_mtime
     except OSError:
         return 0.0
-
-
-def _release(spark: SparkSession) -> None:
-    with contextlib.suppress(Exception):
-        spark.stop()

@@ -1,29 +1,32 @@
 """A table added to the connector while the pipeline streams is snapshotted (Debezium's incremental
-snapshot through the signal table) and joins the run; the other tables never stop."""
+snapshot through the signal table) and joins the run; the other tables never stop. Queries run
+in the run's session, found by its served.json or, as from a container's host, at its endpoint."""
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 import signal
 import subprocess
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from pipelines import kafka_io
 from tests.integration.pipeline_fixtures import SIGNAL_TABLE, Pipeline
-from tests.support import CLI, wait_for
+from tests.support import CLI, free_port, wait_for
 
 pytestmark = pytest.mark.stack
 RESEND_S = 10.0  # how long an ignored snapshot signal waits before it is sent again
 
 
 def test_table_added_later_joins_a_streaming_run(
-    pipeline: Callable[..., Pipeline], unique: str
+    pipeline: Callable[..., Pipeline], unique: str, tmp_path: Path
 ) -> None:
     first, later = f"first_{unique}", f"later_{unique}"
     p = pipeline(
@@ -37,7 +40,9 @@ def test_table_added_later_joins_a_streaming_run(
     )
     p.tables.append(later)  # dropped at the end too
     p.caught_up()
-    proc = p.start("--trigger-seconds", "1", "--ui")
+    token, port = secrets.token_urlsafe(16), free_port()
+    endpoint = {"CHANGELAKE_SPARK_CONNECT_TOKEN": token, "CHANGELAKE_METRICS_PORT": str(port)}
+    proc = p.start("--trigger-seconds", "1", "--ui", env_extra=endpoint)
     try:
         p.wait_equal(first, ["id"])
 
@@ -72,7 +77,12 @@ def test_table_added_later_joins_a_streaming_run(
         assert p.wait_equal(later, ["id"], timeout_s=240) == 290
         p.sql(f"INSERT INTO public.{first} VALUES (100, 'after')")
         p.wait_equal(first, ["id"])
-        queried_through_the_run(p, first, later)
+        queried_through_the_run(p, first, later, {})
+        # From where served.json cannot be read (a container's host: another home), through
+        # the run's endpoint with the token both know.
+        elsewhere = {**endpoint, "CHANGELAKE_HOME": str(tmp_path)}
+        p.sql(f"UPDATE public.{first} SET v = 'from elsewhere' WHERE id = 100")
+        queried_through_the_run(p, first, later, elsewhere)
     finally:
         proc.send_signal(signal.SIGTERM)
         output = proc.communicate(timeout=120)[0]
@@ -82,10 +92,10 @@ def test_table_added_later_joins_a_streaming_run(
     assert re.search(ui, output, re.M), output
 
 
-def queried_through_the_run(p: Pipeline, first: str, later: str) -> None:
-    """`changelake query` answers from the running pipeline's session (Spark Connect): it needs
-    no Java of its own (JAVA_HOME points nowhere), and sees both tables, the one that joined
-    later too, as the source has them."""
+def queried_through_the_run(p: Pipeline, first: str, later: str, env: dict[str, str]) -> None:
+    """`changelake query` (with `env`) answers from the running pipeline's session (Spark
+    Connect): it needs no Java of its own (JAVA_HOME points nowhere), and sees both tables, the
+    one that joined later too, as the source has them."""
     sql = (
         f"SELECT 'first' AS t, id, v AS value FROM {first} UNION ALL "
         f"SELECT 'later', id, CAST(amount AS STRING) FROM {later} ORDER BY t, id"
@@ -101,7 +111,7 @@ def queried_through_the_run(p: Pipeline, first: str, later: str) -> None:
     def answered() -> bool:
         done = subprocess.run(
             [*CLI, "query", sql, "--json"],
-            env={**p.env, "JAVA_HOME": "/nonexistent"},  # a local session would need Java
+            env={**p.env, **env, "JAVA_HOME": "/nonexistent"},  # a local session needs Java
             capture_output=True,
             text=True,
             check=False,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ from pipelines.read.status import pipeline_state
 from pipelines.read.table import read_table
 from pipelines.settings import Settings
 from tests.integration.pipeline_fixtures import Pipeline
-from tests.support import changelake, wait_for
+from tests.support import changelake, free_port, wait_for
 
 pytestmark = pytest.mark.stack
 
@@ -97,12 +96,6 @@ def test_a_topic_deleted_under_a_running_pipeline_stops_its_table_and_verify_say
     assert again.returncode == 1
     assert f"its topic {topic} was deleted from Kafka" in again.stdout, again.stdout
     assert lake_rows(p, t) == before
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:

@@ -108,10 +108,10 @@ def test_env_example_names_every_password_with_no_value() -> None:
 
 
 def test_no_password_has_a_default_in_the_compose_file() -> None:
-    """The stack's own passwords are required (`:?`); the optional logins to a secured
-    OpenSearch or Kafka of the user's default to empty, never to a value."""
+    """The stack's own passwords and token are required (`:?`); the optional logins to a
+    secured OpenSearch or Kafka of the user's default to empty, never to a value."""
     text = COMPOSE_FILE.read_text()
-    uses = re.findall(r"\$\{(CHANGELAKE_\w*PASSWORD)(:?[-?+])?([^}]*)\}", text)
+    uses = re.findall(r"\$\{(CHANGELAKE_\w*(?:PASSWORD|TOKEN))(:?[-?+])?([^}]*)\}", text)
     required = {name: op for name, op, _ in uses if name in PASSWORDS}
     assert required == dict.fromkeys(PASSWORDS, ":?")
     optional = {name: (op, default) for name, op, default in uses if name not in PASSWORDS}
@@ -235,6 +235,7 @@ def test_each_password_reaches_only_the_services_that_log_in_with_it(
     assert holders == {
         "CHANGELAKE_PG_PASSWORD": {"postgres", "demo"},
         "CHANGELAKE_DEBEZIUM_PASSWORD": {"postgres", "connect", "connectors", "pipeline"},
+        "CHANGELAKE_SPARK_CONNECT_TOKEN": {"pipeline"},  # and the host's CLI, from .env
     }
     demo = services["demo"]
     assert demo["profiles"] == ["demo"]  # run on demand, never by `up`
@@ -403,14 +404,33 @@ def test_published_ports_are_the_settings_defaults_on_loopback(
         "kafka": settings.kafka_port,
         "connect": settings.connect_port,
         "opensearch": settings.opensearch_port,
+        # a query's warm session, and the endpoint a query asks it through (/served)
+        "pipeline": [settings.spark_connect_port, settings.metrics_port],
         # the compose file's own monitoring, which the CLI never calls: their images' ports
         "prometheus": 9090,
         "grafana": 3000,
     }
     published = {name: published_ports(svc) for name, svc in services.items() if "ports" in svc}
     assert {name: [(ip, host) for ip, host, _ in ports] for name, ports in published.items()} == {
-        name: [("127.0.0.1", port)] for name, port in expected.items()
+        name: [("127.0.0.1", p) for p in (port if isinstance(port, list) else [port])]
+        for name, port in expected.items()
     }
+
+
+def test_host_queries_reach_the_pipeline_s_warm_session(
+    services: dict[str, dict[str, Any]], settings: Settings
+) -> None:
+    """`changelake query` on the host asks the container at its published metrics port and
+    connects to its published Spark Connect port with the token both read from .env: the
+    container must serve both on an interface the publishing reaches, at the ports published,
+    and expect that token."""
+    theirs = load_settings(env_of(services["pipeline"]))
+    assert theirs.spark_connect_bind == "0.0.0.0" and theirs.metrics_bind == "0.0.0.0"
+    assert theirs.spark_connect_token == PASSWORDS["CHANGELAKE_SPARK_CONNECT_TOKEN"]
+    published = {inside: host for _, host, inside in published_ports(services["pipeline"])}
+    assert published[theirs.spark_connect_port] == settings.spark_connect_port
+    assert published[theirs.metrics_port] == settings.metrics_port
+    assert "CHANGELAKE_SPARK_CONNECT_TOKEN=" in (ROOT / ".env.example").read_text().splitlines()
 
 
 def test_kafka_is_single_node_kraft_without_auto_topic_creation(

@@ -29,6 +29,7 @@ SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 KNOWN_FAKES: dict[tuple[str, str], str] = {
     ("tests/compose_files.py", "dummy-pg-password"): "only `docker-compose config` sees it",
     ("tests/compose_files.py", "dummy-debezium-password"): "as dummy-pg-password",
+    ("tests/compose_files.py", "dummy-spark-connect-token"): "as dummy-pg-password",
     ("tests/unit/test_connector_files.py", "secret!"): "shows the loader refuses inline secrets",
     ("tests/integration/test_connectors.py", "hunter2"): "shows `apply` refuses inline passwords",
     ("tests/integration/test_connectors.py", "not-the-password"): "a wrong password, on purpose",

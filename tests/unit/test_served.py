@@ -18,8 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.bench.query_latency import QueryFigures, query_section
-from pipelines.read import served
-from pipelines.read.served import Served, ServedViews, mentioned, port_for, served_views
+from pipelines.read import served_query as served
+from pipelines.read.served import ServedViews, port_for, request_dir, requested
+from pipelines.read.served_query import Served, mentioned, served_views
 from pipelines.settings import Settings, load_settings
 from pipelines.sinks.delta import CommitMeta
 from tests.support import wait_for
@@ -148,9 +149,9 @@ def test_a_query_waits_for_views_up_to_date_with_its_request(settings: Settings)
         assert served.brought_up_to_date(settings, ["t"], timeout_s=0.3) is not None
         assert time.monotonic() - began >= 0.3  # waited, then took the views as they are
 
-        requests = served.request_dir(settings)
+        requests = request_dir(settings)
         before = set(requests.glob("*.json"))
-        assert [served.requested(r) for r in before] == [["t"]]  # what the first one asked for
+        assert [requested(r) for r in before] == [["t"]]  # what the first one asked for
 
         def pipeline_answers() -> None:  # as ServedViews does, once the request is there
             wait_for(lambda: set(requests.glob("*.json")) - before, 5, "the query's request")

@@ -1,0 +1,84 @@
+"""A streaming run's HTTP endpoint, on its metrics port: `/metrics` for Prometheus, and
+`/served` for a `changelake query` that cannot read the run's served.json (the host of the
+compose file's pipeline container): GET lists the views and the Spark Connect port, POST with
+`{"views": [...]}` has those brought up to date first (read/served.py). Neither says the token.
+
+A port that is taken costs the run its endpoint, never the run itself.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import make_wsgi_app
+from prometheus_client.registry import CollectorRegistry
+
+from pipelines import run_log
+from pipelines.apply.metrics import RunMetrics
+from pipelines.read.served import SERVED_PATH
+from pipelines.settings import Settings
+
+if TYPE_CHECKING:
+    from pipelines.read.served import ServedViews
+
+Respond = Callable[..., Any]
+MAX_BODY = 64 * 1024  # a request names views: a few hundred bytes
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a query waiting for its views never holds up the run's exit
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Prometheus scrapes every few seconds: no line each."""
+
+
+def serve(
+    settings: Settings,
+    port: int,
+    collector: RunMetrics,
+    served: Callable[[], ServedViews | None],
+    out: Callable[[str], None],
+) -> Any:
+    """Serve the endpoint on `port` (a server with `shutdown()`); None, and a warning, when the
+    port is taken. `served()`: the views the run serves queries, when it does."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    metrics = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], respond: Respond) -> Iterable[bytes]:
+        views = served()
+        if environ.get("PATH_INFO") != SERVED_PATH:
+            return metrics(environ, respond)  # type: ignore[no-any-return]
+        if views is None:
+            return _answer(respond, "404 Not Found", {"error": "this run serves no queries"})
+        if environ.get("REQUEST_METHOD") == "POST":
+            try:
+                length = min(int(environ.get("CONTENT_LENGTH") or 0), MAX_BODY)
+                asked = json.loads(environ["wsgi.input"].read(length) or b"{}").get("views")
+            except (ValueError, AttributeError) as exc:
+                return _answer(respond, "400 Bad Request", {"error": f"not a request: {exc}"})
+            names = [str(n) for n in asked] if isinstance(asked, list) else None
+            return _answer(respond, "200 OK", views.ask(names))
+        return _answer(respond, "200 OK", views.listing())
+
+    try:
+        server = make_server(settings.metrics_bind, port, app, _Server, handler_class=_Quiet)
+    except OSError as exc:
+        out(run_log.warning(f"metrics not served: port {port} on {settings.metrics_bind}: {exc}"))
+        return None
+    threading.Thread(target=server.serve_forever, name="changelake-http", daemon=True).start()
+    out(f"metrics for Prometheus on http://{settings.metrics_bind}:{port}/metrics")
+    return server
+
+
+def _answer(respond: Respond, status: str, doc: dict[str, object]) -> list[bytes]:
+    body = json.dumps(doc).encode()
+    respond(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
