@@ -51,6 +51,7 @@ from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef, source_of_table
+from pipelines.views.config import views_config_path
 
 Out = Callable[[str], None]
 RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault
@@ -260,6 +261,7 @@ class Pipeline:
             self.started_at,
             self.jobs,
             self.options.freshness_target_s,
+            views_config_path(self.settings),
             ended,
         )
 

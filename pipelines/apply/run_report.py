@@ -91,14 +91,17 @@ def write_state(
     started: str,
     jobs: Mapping[str, TableJob],
     target_s: float,
+    views_file: Path,
     ended: bool = False,
 ) -> None:
     """The run's state for `status`; `ended`: the run is over (no pid: a process that ran it
-    in-process and lives on is not a running pipeline). `target_s`: its freshness target."""
+    in-process and lives on is not a running pipeline). `target_s`: its freshness target;
+    `views_file`: the views.json it maintains views from (verify names it when a view lags)."""
     doc = {
         "pid": None if ended else os.getpid(),
         "started": started,
         "freshness_target_s": target_s,
+        "views_file": str(views_file),
         "tables": {n: {"state": j.state, "error": j.error} for n, j in jobs.items()},
     }
     jsonfile.write_atomically(path, doc)

@@ -170,6 +170,7 @@ def pipeline_state(settings: Settings) -> tuple[dict[str, Any], dict[str, dict[s
         "pid": pid,
         "started": doc.get("started"),
         "freshness_target_s": target_s,
+        "views_file": doc.get("views_file"),
     }, states
 
 

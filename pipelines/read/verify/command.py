@@ -15,6 +15,7 @@ from pyspark.sql import types as T
 
 from pipelines import progress
 from pipelines.capture.source import source_of
+from pipelines.read.status import pipeline_state
 from pipelines.read.table import read_table
 from pipelines.read.verify import events
 from pipelines.read.verify.diff import Differences
@@ -96,8 +97,9 @@ def verify(
         with connect(source_of(settings, dict(source)).dsn()) as conn:
             for ref in (r for r in refs if r.source == source and r.name not in stopped):
                 checks[ref.name] = _check(settings, spark, conn, client, ref, step, out)
+    running = pipeline_state(settings)[0]
     views = [
-        TableCheck(v.name, check_view(spark, v, timeout_s), None)
+        TableCheck(v.name, check_view(spark, v, timeout_s, running), None)
         for v in derived_views(settings, refs)
     ]
     return [checks[r.name] for r in refs] + views

@@ -14,7 +14,9 @@ the source, and the enrichment's lookup recomputed from the stored changes anoth
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -27,7 +29,7 @@ from pipelines.read.views import DerivedView, build_view, recorded
 from pipelines.sinks.delta import DELETED, DELETED_AT, delta_exists
 from pipelines.views.aggregate import aggregated
 from pipelines.views.aggregate_config import Aggregate
-from pipelines.views.config import Lookup
+from pipelines.views.config import Lookup, load_views
 from pipelines.views.enrichment import LOOKUP_LSN
 from pipelines.views.history import CURRENT, VALID_FROM_LSN
 from pipelines.views.interval_config import IntervalJoin
@@ -38,9 +40,16 @@ _NOT_DATA = (LSN, OP, SOURCE_TS, DELETED, DELETED_AT)
 _POSITION = (LSN, PARTITION, OFFSET)
 
 
-def check_view(spark: SparkSession, view: DerivedView, timeout_s: float = 120.0) -> Differences:
+def check_view(
+    spark: SparkSession,
+    view: DerivedView,
+    timeout_s: float = 120.0,
+    running: Mapping[str, Any] | None = None,
+) -> Differences:
+    """`running`: the running pipeline's state (status.pipeline_state), to say why an
+    aggregate lags."""
     if view.spec.aggregate is not None:
-        return check_aggregate(spark, view, view.spec.aggregate, timeout_s)
+        return check_aggregate(spark, view, view.spec.aggregate, timeout_s, running or {})
     if view.spec.event_time is not None:
         return check_event_time(spark, view, view.spec.event_time)
     if view.spec.interval is not None:
@@ -176,14 +185,21 @@ def _add(found: Differences, kind: str, rows: DataFrame, key: Sequence[str], wha
 
 
 def check_aggregate(
-    spark: SparkSession, view: DerivedView, agg: Aggregate, timeout_s: float
+    spark: SparkSession,
+    view: DerivedView,
+    agg: Aggregate,
+    timeout_s: float,
+    running: Mapping[str, Any],
 ) -> Differences:
     """An aggregate view, once it covers what its tables cover now (the run maintains it every
     few seconds), against the whole view computed again from the tables' rows."""
     found = Differences("delta")
-    covers = _wait_covered(spark, view, timeout_s)
-    if covers is not None:
-        found.samples.append(covers)
+    behind = _wait_covered(spark, view, timeout_s)
+    if behind:
+        found.samples.append(
+            f"not maintained through {', '.join(behind)}'s newest changes: "
+            + why_not_maintained(view.name, running)
+        )
         return found
     reads = [
         read_table(spark, p, r.soft_delete) for p, r in zip(view.paths, view.refs, strict=True)
@@ -196,9 +212,27 @@ def check_aggregate(
     return found
 
 
-def _wait_covered(spark: SparkSession, view: DerivedView, timeout_s: float) -> str | None:
-    """None once the view's newest commit covers each table's offsets as they are now; else
-    what it lacks, past `timeout_s`."""
+def why_not_maintained(name: str, running: Mapping[str, Any]) -> str:
+    """Why the view `name` lags its tables, from the running pipeline's state: no pipeline, one
+    whose views file does not declare it (a run started with another), or one still at it."""
+    if not running.get("running"):
+        return "no `changelake run` is running to maintain it"
+    pid, file = running.get("pid"), running.get("views_file")
+    try:
+        declared = {spec.name for spec in load_views(Path(file))} if file else None
+    except Exception:  # unreadable now: say what is known
+        declared = None
+    if declared is not None and name not in declared:
+        return (
+            f"the running pipeline (pid {pid}) reads its views from {file}, which does not "
+            f"declare {name}: restart `changelake run` with the views file that does"
+        )
+    return f"the running pipeline (pid {pid}) maintains it and has not caught up yet"
+
+
+def _wait_covered(spark: SparkSession, view: DerivedView, timeout_s: float) -> list[str]:
+    """Nothing once the view's newest commit covers each table's offsets as they are now;
+    else, past `timeout_s`, the tables whose newest changes it lacks."""
     wanted = {t: covered(spark, p) for t, p in zip(view.spec.tables, view.paths, strict=True)}
     deadline = time.monotonic() + timeout_s
     while True:
@@ -211,12 +245,8 @@ def _wait_covered(spark: SparkSession, view: DerivedView, timeout_s: float) -> s
                 ((doc or {}).get("tables") or {}).get(t, {}).get("offsets"), meta.offsets
             )
         ]
-        if not behind:
-            return None
-        if time.monotonic() > deadline:
-            return (
-                f"not maintained through {', '.join(behind)}'s newest changes (is `run` running?)"
-            )
+        if not behind or time.monotonic() > deadline:
+            return behind
         time.sleep(0.5)
 
 
