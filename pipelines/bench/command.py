@@ -20,6 +20,7 @@ from pipelines.bench import (
     resources,
     source,
     stages,
+    verify_cost,
     views_phase,
 )
 from pipelines.bench.baseline_stream import BaselineStream
@@ -103,7 +104,7 @@ class Bench:
 
     # --- phases ---------------------------------------------------------------------------------
     def run(self) -> Path:
-        began, started_at = time.monotonic(), datetime.now(UTC).isoformat()
+        began, started_at, o = time.monotonic(), datetime.now(UTC).isoformat(), self.options
         sampler = resources.ResourceSampler(resources.service_pids(self.settings))
         sampler.start()
         try:
@@ -111,6 +112,8 @@ class Bench:
             self._snapshot()
             self._stage_limits(dsn)
             steps, moments = self._sustained(dsn, sampler)
+            self.say("bench: continuous verification on and off under the same load")
+            self.figures["verify_cost"] = verify_cost.measure(self._cost_run(dsn), o.rate)
             self.figures["views"] = views_phase.measure(self._views_run(dsn), self.options.rate)
             self._baseline_sustained(dsn)
         finally:  # a connector left running would hold its slot, and its WAL, for nothing
@@ -280,6 +283,19 @@ class Bench:
         self.figures["baseline_sustained"] = sustained_figures(steps)
         self.figures["baseline_freshness"] = summarize(seen).as_dict() if seen else None
 
+    def _cost_run(self, dsn: str) -> verify_cost.CostRun:
+        load = self._load(dsn)
+        return verify_cost.CostRun(
+            self.env,
+            self.out_dir,
+            lambda rate, seconds: load(rate, seconds, 29),
+            changelog_lags([self.table(t) for t in source.TABLES]),
+            self._streaming,
+            self._applied_everything,
+            lambda ready, what, timeout_s: self._wait(ready, what, timeout_s),
+            self.say,
+        )
+
     def _views_run(self, dsn: str) -> views_phase.ViewsRun:
         load = self._load(dsn)
         return views_phase.ViewsRun(
@@ -403,6 +419,7 @@ class Bench:
             "quiet": f.get("quiet"),
             "rounds": round_figures(self._pipeline_log().read_text(errors="replace").splitlines()),
             "views": f.get("views"),
+            "verify_cost": f.get("verify_cost"),
         }
 
 

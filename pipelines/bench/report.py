@@ -29,6 +29,7 @@ from pipelines.bench.records import RecordFigures, records_section
 from pipelines.bench.rounds import RoundFigures, rounds_section
 from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
 from pipelines.bench.steps_section import steps_section
+from pipelines.bench.verify_cost import VerifyCost, cost_section
 from pipelines.bench.views_phase import views_section
 from pipelines.exceptions import ConfigError
 
@@ -126,6 +127,7 @@ class _Later(TypedDict, total=False):
     query: QueryFigures | None  # `changelake query` through the running pipeline, and alone
     quiet: NotRequired[dict[str, Any] | None]  # the quiet tail, and served queries under load
     views: dict[str, Any] | None  # views.json's views: their cost and freshness (views_phase)
+    verify_cost: VerifyCost | None  # continuous verification on against off (verify_cost)
 
 
 class Results(_Later):
@@ -368,6 +370,7 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         *query_section(results.get("query")),
         *quiet_section(results.get("quiet")),
         *views_section(results.get("views")),
+        *cost_section(results.get("verify_cost")),
         "## Resources",
         "CPU seconds and peak resident memory (sum over each service's processes; shared memory "
         "counts once per process that maps it).",

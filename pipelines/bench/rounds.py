@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TypedDict
 
 from pipelines.bench.stats import median
+from pipelines.read.verify.verified import WORKED
 from pipelines.run_log import PREFIX
 
 _BATCH = re.compile(
@@ -27,10 +28,7 @@ _VERIFIED = re.compile(
     rf"^{PREFIX}(?P<table>[\w.]+): verified (?P<rows>[\d,]+) rows against the source in a pass"
     r" of (?P<seconds>[\d.]+)s \((?P<work>[\d.]+)s of work\)"
 )
-_WORKED = re.compile(
-    rf"^{PREFIX}verification: [\d,]+ steps compared (?P<rows>[\d,]+) rows in"
-    r" (?P<work>[\d.]+)s of work"
-)
+_WORKED = re.compile(rf"^{PREFIX}{WORKED.pattern}")
 _RESENT = re.compile(rf"^{PREFIX}[\w.]+: verification found (?P<rows>[\d,]+) rows the lake")
 
 

@@ -242,3 +242,28 @@ def test_the_quiet_tail_and_served_queries_under_load_are_reported() -> None:
     assert "**1.00 s** idle" in text
     assert "more than" in "\n".join(quiet_section({**figures, "quiet_tail_s": None}))
     assert quiet_section(None) == []
+
+
+def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
+    from pipelines.bench.verify_cost import VerifyCost, cost_section, worked_s
+    from pipelines.read.verify.verified import work_line
+
+    log = tmp_path / "verify-cost-1.log"
+    log.write_text(f"2026-11-27T20:04:40+0000 INFO    {work_line(3, 60_000, 24.3)}\n")
+    assert worked_s(log) == 24.3 and worked_s(tmp_path / "none.log") == 0
+    cost = VerifyCost(
+        share=0.1,
+        rate=250.0,
+        seconds=90.0,
+        on_p50_s=11.0,
+        off_p50_s=10.0,
+        ratio=1.1,
+        on_cpu_s=140.0,
+        off_cpu_s=135.0,
+        work_s=24.3,
+    )
+    text = "\n".join(cost_section(cost))
+    assert "changelog freshness p50 11.0 s with it, 10.0 s without (+10%; the limit" in text
+    assert "the run's CPU 140 s against 135 s per run" in text
+    assert "No changelog commits" in "\n".join(cost_section({**cost, "ratio": None}))
+    assert cost_section(None) == []

@@ -3,6 +3,7 @@ it; `status` shows it): kept in `verified.json` in the run directory."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,12 @@ def pass_line(table: str, rows: int, seconds: float, work_s: float) -> str:
         f"{table}: verified {rows:,} rows against the source in a pass of {seconds:.0f}s "
         f"({work_s:.1f}s of work)"
     )
+
+
+# work_line's text, read back (the bench): rows compared, work seconds
+WORKED = re.compile(
+    r"verification: [\d,]+ steps compared (?P<rows>[\d,]+) rows in (?P<work>[\d.]+)s of work"
+)
 
 
 def work_line(steps: int, rows: int, work_s: float) -> str:
