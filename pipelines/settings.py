@@ -154,6 +154,12 @@ class Settings:
     s3_endpoint: str = ""
     s3_region: str = ""  # empty: S3A finds an AWS bucket's region itself
     connectors_override: Path | None = None  # CHANGELAKE_CONNECTORS_DIR
+    # The project's lake.json, search.json and views.json, when named (CHANGELAKE_LAKE_CONFIG,
+    # CHANGELAKE_SEARCH_CONFIG, CHANGELAKE_VIEWS_CONFIG): a file named must exist; unnamed, the
+    # project's schemas/ holds each or the project does without it.
+    lake_config_override: Path | None = None
+    search_config_override: Path | None = None
+    views_config_override: Path | None = None
     # The project: its connectors/ and schemas/ (lake.json, search.json). The demo shop is the
     # checkout's own; `--project DIR` (CHANGELAKE_PROJECT) points at another.
     project: Path | None = None
@@ -283,6 +289,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         project=(
             Path(env["CHANGELAKE_PROJECT"]).resolve() if env.get("CHANGELAKE_PROJECT") else None
         ),
+        lake_config_override=_path(env, "CHANGELAKE_LAKE_CONFIG"),
+        search_config_override=_path(env, "CHANGELAKE_SEARCH_CONFIG"),
+        views_config_override=_path(env, "CHANGELAKE_VIEWS_CONFIG"),
         connectors_override=(
             Path(env["CHANGELAKE_CONNECTORS_DIR"]) if env.get("CHANGELAKE_CONNECTORS_DIR") else None
         ),
@@ -290,6 +299,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         schema_wait_s=_seconds(env, "CHANGELAKE_SCHEMA_WAIT_SECONDS", 30.0),
         slot_lag_warn_bytes=_byte_count(env, SLOT_LAG_WARN_VAR, 1 << 30),
     )
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    return Path(env[name]) if env.get(name) else None
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:

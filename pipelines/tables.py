@@ -8,7 +8,6 @@ A connector's `table.include.list` names the captured tables and its `topic.pref
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -26,7 +25,7 @@ from pipelines.changelog.registry import TOPIC_SETTING
 from pipelines.exceptions import ConfigError
 from pipelines.search.config import IndexSpec, config_path, load_specs
 from pipelines.settings import Settings
-from pipelines.views.config import check_against, load_views, views_config_path
+from pipelines.views.config import check_against, project_views
 
 OWN_SCHEMA = "changelake"
 
@@ -85,7 +84,7 @@ class TableRef:
 
 
 def lake_config_path(settings: Settings) -> Path:
-    return Path(os.environ.get("CHANGELAKE_LAKE_CONFIG") or settings.config_dir / "lake.json")
+    return settings.lake_config_override or settings.config_dir / "lake.json"
 
 
 # Each a list of table names. `history`: tables that keep a stored history though no view reads
@@ -93,10 +92,10 @@ def lake_config_path(settings: Settings) -> Path:
 LAKE_OPTIONS = ("soft_delete", "deletion_vectors", "history")
 
 
-def _lake_options(path: Path) -> dict[str, set[str]]:
-    """lake.json: for each option, the tables that take it (none when the project has no file;
-    a file named by CHANGELAKE_LAKE_CONFIG must be there)."""
-    missing = not path.exists() and not os.environ.get("CHANGELAKE_LAKE_CONFIG")
+def _lake_options(path: Path, required: bool) -> dict[str, set[str]]:
+    """lake.json: for each option, the tables that take it (none when the project has no file
+    and none is `required`, named by CHANGELAKE_LAKE_CONFIG)."""
+    missing = not path.exists() and not required
     doc = {} if missing else jsonfile.read(path)
     if not isinstance(doc, dict):
         raise ConfigError(f'{path}: must be an object like {{"soft_delete": ["orders"]}}')
@@ -173,7 +172,7 @@ def _qualify(refs: list[TableRef]) -> list[TableRef]:
 
 
 def _with_views(settings: Settings, refs: list[TableRef], asked: set[str]) -> list[TableRef]:
-    specs = load_views(views_config_path(settings))
+    specs = project_views(settings)
     check_against(specs, {r.name: not r.events for r in refs})
     read = {t for s in specs for t in s.tables} | asked
     return [replace(r, keeps_history=r.name in read) for r in refs]
@@ -199,8 +198,8 @@ def captured(
     settings: Settings, only: list[str] | None = None, files: list[Path] | None = None
 ) -> list[TableRef]:
     """Every derived table, or those named in `only` (an unknown name is an error)."""
-    lake = _lake_options(lake_config_path(settings))
-    search = load_specs(config_path(settings))
+    lake = _lake_options(lake_config_path(settings), settings.lake_config_override is not None)
+    search = load_specs(config_path(settings), settings.search_config_override is not None)
     refs: list[TableRef] = []
     for path in files or connectors.default_files(settings):
         loaded, problems = connectors.load(path)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from pipelines import jsonfile
 from pipelines.settings import Settings
 from pipelines.spark import release
-from pipelines.views.config import load_views, views_config_path
+from pipelines.views.config import project_views
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -119,7 +119,7 @@ class ServedViews:
         self.fresh = 0.0  # the newest request the views have been brought up to date for
         self.wanted: dict[str, float] = {}  # each view asked for, and when it was last asked
         self.servable: list[str] = []  # every view a query may ask for
-        self.specs = load_views(views_config_path(settings))  # as the run read them
+        self.specs = project_views(settings)  # as the run read them
         self._failing: set[str] = set()
         # Requests at the HTTP endpoint: (time asked, views; None: every view), answered as the
         # files are, and the askers waiting for `fresh` to pass their time.

@@ -22,7 +22,7 @@ from pipelines.sinks.delta_log import commit_info, newest_version
 from pipelines.sinks.history import history_of
 from pipelines.tables import TableRef
 from pipelines.views.aggregate import aggregated
-from pipelines.views.config import ViewSpec, load_views, views_config_path
+from pipelines.views.config import ViewSpec, project_views
 from pipelines.views.enrichment import changes, enriched
 from pipelines.views.interval_config import IntervalJoin
 from pipelines.views.interval_join import interval_join
@@ -62,7 +62,7 @@ def derived_views(
     are all among `refs`."""
     by_name = {r.name: r for r in refs}
     if specs is None:
-        specs = load_views(views_config_path(settings))
+        specs = project_views(settings)
     found = []
     for spec in specs:
         if all(t in by_name for t in spec.tables):

@@ -10,7 +10,6 @@ schema before an index is built. Every error names the file and the field.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,14 +117,14 @@ def _field_mapping(kind: str, data_type: T.DataType) -> dict[str, Any]:
 
 
 def config_path(settings: Settings) -> Path:
-    return Path(os.environ.get("CHANGELAKE_SEARCH_CONFIG") or settings.config_dir / "search.json")
+    return settings.search_config_override or settings.config_dir / "search.json"
 
 
-def load_specs(path: Path) -> dict[str, IndexSpec]:
+def load_specs(path: Path, required: bool = False) -> dict[str, IndexSpec]:
     """The file's indexes by table name. Shape and kinds only; columns are checked later. A
-    project without the file indexes nothing; a file named by CHANGELAKE_SEARCH_CONFIG must be
-    there."""
-    if not path.exists() and not os.environ.get("CHANGELAKE_SEARCH_CONFIG"):
+    project without the file indexes nothing; a file `required` (named by
+    CHANGELAKE_SEARCH_CONFIG) must be there."""
+    if not path.exists() and not required:
         return {}
     doc = jsonfile.read(path)
     if not isinstance(doc, dict) or set(doc) - {"indexes"}:

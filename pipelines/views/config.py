@@ -16,7 +16,6 @@ error names the file and the field.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -84,13 +83,18 @@ class ViewSpec:
 
 
 def views_config_path(settings: Settings) -> Path:
-    return Path(os.environ.get("CHANGELAKE_VIEWS_CONFIG") or settings.config_dir / "views.json")
+    return settings.views_config_override or settings.config_dir / "views.json"
 
 
-def load_views(path: Path) -> list[ViewSpec]:
-    """The file's views, checked on their own (shape, names, kinds); a file named by
-    CHANGELAKE_VIEWS_CONFIG must be there."""
-    if not path.exists() and not os.environ.get("CHANGELAKE_VIEWS_CONFIG"):
+def project_views(settings: Settings) -> list[ViewSpec]:
+    """The project's views (a file named by CHANGELAKE_VIEWS_CONFIG must be there)."""
+    return load_views(views_config_path(settings), settings.views_config_override is not None)
+
+
+def load_views(path: Path, required: bool = False) -> list[ViewSpec]:
+    """The file's views, checked on their own (shape, names, kinds); none when there is no
+    such file and it is not `required`."""
+    if not path.exists() and not required:
         return []
     doc = jsonfile.read(path)
     views = doc.get("views") if isinstance(doc, dict) else None
