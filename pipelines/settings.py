@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -115,7 +115,7 @@ class Settings:
     # given to queries in served.json; a container's run needs one its host's queries know).
     spark_connect_port: int
     spark_connect_bind: str
-    spark_connect_token: str
+    spark_connect_token: str = field(repr=False)  # a secret: never in a traceback's repr
     # A streaming `changelake run` serves Prometheus metrics here (0: not at all), bound to
     # `metrics_bind` (loopback; the compose file's pipeline binds every interface).
     metrics_port: int
@@ -292,9 +292,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         lake_config_override=_path(env, "CHANGELAKE_LAKE_CONFIG"),
         search_config_override=_path(env, "CHANGELAKE_SEARCH_CONFIG"),
         views_config_override=_path(env, "CHANGELAKE_VIEWS_CONFIG"),
-        connectors_override=(
-            Path(env["CHANGELAKE_CONNECTORS_DIR"]) if env.get("CHANGELAKE_CONNECTORS_DIR") else None
-        ),
+        connectors_override=_path(env, "CHANGELAKE_CONNECTORS_DIR"),
         search_retry_s=_seconds(env, "CHANGELAKE_SEARCH_RETRY_SECONDS", 600.0),
         schema_wait_s=_seconds(env, "CHANGELAKE_SCHEMA_WAIT_SECONDS", 30.0),
         slot_lag_warn_bytes=_byte_count(env, SLOT_LAG_WARN_VAR, 1 << 30),

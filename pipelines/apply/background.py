@@ -83,6 +83,7 @@ class Background:
     def stop(self) -> None:
         if self.metrics_server is not None:
             self.metrics_server.shutdown()
+            self.metrics_server.server_close()  # the port, free for the next run at once
         self.verifier.stop(wait_s=0)  # it only reads (and asks for re-sends): nothing to finish
         self.compactor.stop(wait_s=GRACE_S)
         self.views.stop(wait_s=GRACE_S)

@@ -9,6 +9,7 @@ A port that is taken costs the run its endpoint, never the run itself.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
@@ -34,6 +35,10 @@ class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True  # a query waiting for its views never holds up the run's exit
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Prometheus scrapes every few seconds: no line each."""
@@ -46,8 +51,8 @@ def serve(
     served: Callable[[], ServedViews | None],
     out: Callable[[str], None],
 ) -> Any:
-    """Serve the endpoint on `port` (a server with `shutdown()`); None, and a warning, when the
-    port is taken. `served()`: the views the run serves queries, when it does."""
+    """Serve the endpoint on `port` (a server: `shutdown()` then `server_close()`); None, and a
+    warning, when the port is taken. `served()`: the views the run serves queries, when it does."""
     registry = CollectorRegistry()
     registry.register(collector)
     metrics = make_wsgi_app(registry)
@@ -60,7 +65,7 @@ def serve(
             return _answer(respond, "404 Not Found", {"error": "this run serves no queries"})
         if environ.get("REQUEST_METHOD") == "POST":
             try:
-                length = min(int(environ.get("CONTENT_LENGTH") or 0), MAX_BODY)
+                length = max(0, min(int(environ.get("CONTENT_LENGTH") or 0), MAX_BODY))
                 asked = json.loads(environ["wsgi.input"].read(length) or b"{}").get("views")
             except (ValueError, AttributeError) as exc:
                 return _answer(respond, "400 Bad Request", {"error": f"not a request: {exc}"})
@@ -68,10 +73,12 @@ def serve(
             return _answer(respond, "200 OK", views.ask(names))
         return _answer(respond, "200 OK", views.listing())
 
+    where = settings.metrics_bind
+    server_class = _Server6 if ":" in where else _Server  # an IPv6 address binds as one
     try:
-        server = make_server(settings.metrics_bind, port, app, _Server, handler_class=_Quiet)
+        server = make_server(where, port, app, server_class, handler_class=_Quiet)
     except OSError as exc:
-        out(run_log.warning(f"metrics not served: port {port} on {settings.metrics_bind}: {exc}"))
+        out(run_log.warning(f"metrics and /served not served: port {port} on {where}: {exc}"))
         return None
     threading.Thread(target=server.serve_forever, name="changelake-http", daemon=True).start()
     out(f"metrics for Prometheus on http://{settings.metrics_bind}:{port}/metrics")

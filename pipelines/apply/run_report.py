@@ -101,7 +101,7 @@ def write_state(
         "pid": None if ended else os.getpid(),
         "started": started,
         "freshness_target_s": target_s,
-        "views_file": str(views_file),
+        "views_file": str(views_file.resolve()),  # read by verify, maybe from elsewhere
         "tables": {n: {"state": j.state, "error": j.error} for n, j in jobs.items()},
     }
     jsonfile.write_atomically(path, doc)

@@ -96,8 +96,9 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
         compaction_s_total=sum(compactions),
         verify_passes=len(passes),
         verify_pass_s_max=max((p for p, _ in passes), default=None),
-        # A run that stopped says what it did in all; one that did not, only its passes.
-        verify_work_s=sum(w for _, w in worked) if worked else sum(w for _, w in passes),
+        # A run that stopped says what it did in all, its passes included; a run that did not
+        # (killed, or before the line existed) only its passes: the larger is the nearer.
+        verify_work_s=max(sum(w for _, w in worked), sum(w for _, w in passes)),
         verify_rows=sum(r for r, _ in worked),
         verify_resent=resent,
     )

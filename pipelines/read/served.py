@@ -71,15 +71,17 @@ def requested(path: Path) -> list[str] | None:
 def port_for(settings: Settings) -> int:
     """The configured port if it is free, else any free one: a second pipeline (another project)
     must not fail to start because the first one serves queries."""
+    where = settings.spark_connect_bind
+    family = socket.AF_INET6 if ":" in where else socket.AF_INET
     for port in (settings.spark_connect_port, 0):
-        with socket.socket() as probe:
+        with socket.socket(family) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
             try:
-                probe.bind(("127.0.0.1", port))
+                probe.bind((where, port))
             except OSError:
                 continue
             return int(probe.getsockname()[1])
-    raise OSError("no free port on 127.0.0.1")
+    raise OSError(f"no free port on {where}")
 
 
 def server_conf(settings: Settings, port: int) -> dict[str, str]:
@@ -122,8 +124,10 @@ class ServedViews:
         self.specs = project_views(settings)  # as the run read them
         self._failing: set[str] = set()
         # Requests at the HTTP endpoint: (time asked, views; None: every view), answered as the
-        # files are, and the askers waiting for `fresh` to pass their time.
+        # files are. Each is numbered: its asker waits until a tick that took it has ended (a
+        # time would not do: a request file's later time could answer for a tick without it).
         self._asks: list[tuple[float, list[str] | None]] = []
+        self._asked = self._answered_up_to = 0
         self._answered = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="served-views", daemon=True)
@@ -134,7 +138,7 @@ class ServedViews:
                 self._note_servable()
                 requests = sorted(request_dir(self.settings).glob("*.json"))
                 with self._answered:
-                    asks, self._asks = self._asks, []
+                    asks, self._asks, taken = self._asks, [], self._asked
                 now, asked = time.time(), 0.0
                 for at, names in [(mtime(r), requested(r)) for r in requests] + asks:
                     asked = max(asked, at)
@@ -147,10 +151,13 @@ class ServedViews:
                     self.tick(set(self.wanted))
                 except Exception as exc:  # a bad tick (the lake unreachable): the next one
                     log.warning("query views not refreshed: %s", str(exc).splitlines()[0])
+                    with self._answered:  # still asked: the next tick answers them
+                        self._asks = asks + self._asks
                     continue
                 if requests or asks:
                     with self._answered:
                         self.fresh = max(self.fresh, asked)
+                        self._answered_up_to = taken
                         self._answered.notify_all()
                     self._publish()
                     for request in requests:
@@ -291,16 +298,21 @@ class ServedViews:
         request_dir(self.settings).mkdir(parents=True, exist_ok=True)
         self._note_servable()
         self._publish()
+        self.follow()
+
+    def follow(self) -> None:
+        """Start answering requests (`start` does, once the Connect server is known)."""
         self._thread.start()
 
     def ask(self, views: list[str] | None, timeout_s: float = FRESH_WAIT_S) -> dict[str, object]:
         """Have `views` (None: every view) brought up to date, as a request file would, and wait
         until they are or `timeout_s` passed; then what a query needs to read them (the port and
         the views: the token it must know already)."""
-        asked = time.time()
         with self._answered:
-            self._asks.append((asked, views))
-            self._answered.wait_for(lambda: self.fresh >= asked, timeout_s)
+            self._asked += 1
+            number = self._asked
+            self._asks.append((time.time(), views))
+            self._answered.wait_for(lambda: self._answered_up_to >= number, timeout_s)
         return self.listing()
 
     def listing(self) -> dict[str, object]:

@@ -22,7 +22,7 @@ import secrets
 import socket
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelines import jsonfile
@@ -40,9 +40,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Served:
     port: int
-    token: str
-    views: list[str]
-    fresh: float  # the newest request its views are up to date for (a time.time)
+    token: str = field(repr=False)
+    views: list[str] = field(default_factory=list)
+    fresh: float = 0.0  # the newest request its views are up to date for (a time.time)
     remote: bool = False  # found at its HTTP endpoint, not by served.json
 
 

@@ -204,3 +204,21 @@ def test_a_derived_view_follows_the_stored_histories_it_reads(
     assert served() == [(1, False), (1, True), (2, True)]
     shutil.rmtree(history_of(path))
     assert served() is None
+
+
+def test_a_request_at_the_endpoint_is_answered_once_its_tick_has_run(
+    spark: SparkSession, settings: Settings
+) -> None:
+    """`ask` (the run's /served) waits for a tick that took its request, however recent the
+    views' `fresh` time, and answers at once after it: not after the whole wait."""
+    views = ServedViews(spark, settings, list)
+    views.fresh = time.time() + 3600  # a request file's later time must not answer this one
+    views.follow()
+    try:
+        began = time.monotonic()
+        listing = views.ask(["_errors"], timeout_s=20)
+        assert time.monotonic() - began < 10, "answered only by the timeout"
+        assert "_errors" in views.stamps  # its tick brought the view asked for
+        assert listing["views"] == views.servable and "token" not in listing
+    finally:
+        views.stop()

@@ -124,6 +124,7 @@ class ContinuousVerifier:
         self.thread = threading.Thread(target=self._loop, name="changelake-verify", daemon=True)
         self._said: set[str] = set()
         self.steps, self.rows, self.work_s = 0, 0, 0.0  # over the run, passes complete or not
+        self._step_started: float | None = None  # the step running now (monotonic)
 
     def start(self) -> None:
         if self.share > 0:
@@ -133,8 +134,11 @@ class ContinuousVerifier:
         self.stopping.set()
         if self.thread.is_alive():
             self.thread.join(wait_s)
-        if self.steps:
-            self.out(work_line(self.steps, self.rows, self.work_s))
+        steps, work_s, running = self.steps, self.work_s, self._step_started
+        if running is not None:  # a step left behind counts the time it has worked so far
+            steps, work_s = steps + 1, work_s + time.monotonic() - running
+        if steps:
+            self.out(work_line(steps, self.rows, work_s))
 
     def _loop(self) -> None:
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
@@ -160,9 +164,11 @@ class ContinuousVerifier:
         """Compare one range of `ref`: a suspect's, when one is due, else the next one."""
         progress = self.progress.setdefault(ref.name, Progress())
         started, rows = time.monotonic(), progress.rows
+        self._step_started = started
         try:
             complete = self._step(ref, progress)
         finally:
+            self._step_started = None
             took = time.monotonic() - started
             progress.busy += took
             self.steps, self.work_s = self.steps + 1, self.work_s + took

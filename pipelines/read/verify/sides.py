@@ -117,7 +117,9 @@ def lake_range(frame: DataFrame, key: Sequence[KeyColumn], part: KeyRange, how: 
     # Arrow, not Rows: a step's rows reach Python in columnar batches, about half the time of
     # unpickling and converting each Row (the step's largest cost after comparing).
     got = frame.where(lake_filter(key, part, types)).toArrow()
-    for rec in got.to_pylist(maps_as_pydicts="strict"):
+    # Batch by batch: one range's rows as Python values at most once, beside its Arrow form.
+    records = (r for b in got.to_batches() for r in b.to_pylist(maps_as_pydicts="strict"))
+    for rec in records:
         ident = key_of(rec, key)
         if ident in out:
             duplicates.append(ident)

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
+from pipelines.exceptions import first_line
 from pipelines.read.history import stored_history, versions_of
 from pipelines.read.table import covered, read_table
 from pipelines.read.verify.diff import SAMPLE, Differences
@@ -219,9 +220,9 @@ def why_not_maintained(name: str, running: Mapping[str, Any]) -> str:
         return "no `changelake run` is running to maintain it"
     pid, file = running.get("pid"), running.get("views_file")
     try:
-        declared = {spec.name for spec in load_views(Path(file))} if file else None
-    except Exception:  # unreadable now: say what is known
-        declared = None
+        declared = {spec.name for spec in load_views(Path(file), required=True)} if file else None
+    except Exception as exc:  # gone or unreadable now: say so
+        return f"the running pipeline (pid {pid}) reads its views from {file}: {first_line(exc)}"
     if declared is not None and name not in declared:
         return (
             f"the running pipeline (pid {pid}) reads its views from {file}, which does not "
