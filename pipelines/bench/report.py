@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NotRequired, Required, TypedDict, cast
+from typing import Any, NotRequired, Required, TypedDict
 
 from pipelines.bench import markdown as md
 from pipelines.bench.plot import plot
@@ -31,7 +31,6 @@ from pipelines.bench.stats import StepDict, StepResult, SummaryDict, highest_bou
 from pipelines.bench.steps_section import steps_section
 from pipelines.bench.verify_cost import VerifyCost, cost_section
 from pipelines.bench.views_phase import views_section
-from pipelines.exceptions import ConfigError
 
 REPORT_FILES = ("results.json", "report.md", "freshness.png")
 PERCENTILES = ("p50", "p95", "p99")
@@ -191,22 +190,6 @@ def sustained_figures(steps: Sequence[StepResult]) -> Sustained:
 
 def to_json(results: Results | Mapping[str, Any]) -> str:
     return json.dumps(results, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def load_results(path: Path) -> Results:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read benchmark results: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: not a benchmark results file (not a JSON object)")
-    missing = sorted(key for key in Results.__required_keys__ if key not in data)
-    if missing:
-        raise ConfigError(
-            f"{path}: not a benchmark results file, it lacks {', '.join(missing)}",
-            hint="write it with pipelines.bench.report.write_report",
-        )
-    return cast(Results, data)
 
 
 # --- figures: ours against the baseline ------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 # A step whose lag ends up this many times its early lag (plus the slack) is falling behind.
 TREND_FACTOR = 1.5
@@ -36,10 +36,6 @@ class Summary:
 
     def as_dict(self) -> SummaryDict:
         return SummaryDict(count=self.count, p50=self.p50, p95=self.p95, p99=self.p99, max=self.max)
-
-    @classmethod
-    def from_dict(cls, data: SummaryDict) -> Summary:
-        return cls(data["count"], data["p50"], data["p95"], data["p99"], data["max"])
 
 
 def _require_values(values: Sequence[float], what: str) -> list[float]:
@@ -150,20 +146,6 @@ class StepResult:
             freshness_p99=self.freshness_p99,
             base_p50=self.base_p50,
             base_p99=self.base_p99,
-        )
-
-    @classmethod
-    def from_dict(cls, data: StepDict | dict[str, Any]) -> StepResult:
-        return cls(
-            target_rate=data["target_rate"],
-            achieved_rate=data["achieved_rate"],
-            bounded=data["bounded"],
-            lag_samples=tuple((t, lag) for t, lag in data["lag_samples"]),
-            achieved_transactions=data.get("achieved_transactions"),
-            freshness_p50=data.get("freshness_p50"),
-            freshness_p99=data.get("freshness_p99"),
-            base_p50=data.get("base_p50"),
-            base_p99=data.get("base_p99"),
         )
 
 

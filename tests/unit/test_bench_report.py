@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,6 @@ from pipelines.bench.report import (
     Freshness,
     Results,
     TimelinePoint,
-    load_results,
     machine_info,
     markdown,
     ratios,
@@ -22,7 +22,6 @@ from pipelines.bench.report import (
     write_report,
 )
 from pipelines.bench.stats import StepResult, Summary
-from pipelines.exceptions import ConfigError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -117,7 +116,7 @@ def test_the_report_files_are_written(results: Results, tmp_path: Path) -> None:
     paths = write_report(results, out)
     assert paths == (out / "results.json", out / "report.md", out / "freshness.png")
     assert paths[2].read_bytes().startswith(PNG_MAGIC)
-    assert load_results(paths[0]) == {**results, "ratios": ratios(results)}
+    assert json.loads(paths[0].read_text()) == {**results, "ratios": ratios(results)}
     assert results["ratios"] == {}  # the caller's dict is left alone
 
 
@@ -171,16 +170,6 @@ def test_a_run_with_nothing_but_parameters_still_reports(results: Results, tmp_p
     assert row("freshness to Delta, queryable p99 (s)", None, None, None) in text
     assert row("Debezium", None, None) in text
     assert png_path.read_bytes().startswith(PNG_MAGIC)
-
-
-def test_a_file_that_is_not_results_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "results.json"
-    path.write_text('{"started_at": "2026-03-14T09:26:53+00:00"}')
-    with pytest.raises(ConfigError, match=r"results\.json: not a benchmark results file, it lacks"):
-        load_results(path)
-    path.write_text("[1, 2]")
-    with pytest.raises(ConfigError, match="not a JSON object"):
-        load_results(path)
 
 
 def test_all_steps_bounded_reads_as_a_lower_bound_and_names_a_short_load(
