@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from pipelines.exceptions import ConfigError
-from pipelines.sinks.delta import delta_exists, q
+from pipelines.sinks.delta import WRITE_CONFLICTS, delta_exists, q
 from pipelines.tables import TableRef
 
 Out = Callable[[str], None]
@@ -100,8 +100,8 @@ def _retrying(spark: SparkSession, statement: str, table: str, out: Out) -> None
         try:
             spark.sql(statement).collect()
             return
-        except Exception as exc:  # py4j wraps Delta's ConcurrentModificationException
-            if "Concurrent" not in str(exc) or attempt == ATTEMPTS:
+        except WRITE_CONFLICTS:  # delta-spark converts them, as for the sinks' writes
+            if attempt == ATTEMPTS:
                 raise
             out(f"{table}: a compaction committed meanwhile; trying again")
             time.sleep(attempt)
