@@ -1,4 +1,4 @@
-"""Every changelake command's exit codes, one meaning each (README, "Exit codes")."""
+"""Every changelake command's exit codes, one meaning each (README, "The command line")."""
 
 from __future__ import annotations
 

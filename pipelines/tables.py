@@ -44,7 +44,7 @@ class TableRef:
     soft_delete: bool = False
     # Its base table marks deleted and updated rows in deletion vectors instead of rewriting
     # files. Off unless lake.json asks: measured here it made compaction no faster and reads
-    # slower, and delta-rs' to_pyarrow_table refuses such tables (README, reader table).
+    # slower, and delta-rs' to_pyarrow_table refuses such tables (docs/pipeline.md, readers).
     deletion_vectors: bool = False
     search: IndexSpec | None = None  # what of it is indexed, if anything
     # The connector's database.* settings as written: where its source is, and who reads it

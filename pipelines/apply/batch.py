@@ -7,7 +7,7 @@ it covers (the stream restarts from those, so a batch is never appended twice) â
 to the table's search index, if it has one (one bulk per batch, versioned by LSN). No MERGE
 here: the compactor seals the table's epoch between two batches, when its freshness target
 says so, and folds sealed epochs of the changelog into the base table (merge-on-read,
-README: "The pipeline").
+docs/pipeline.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Compaction: a table's sealed changelog epochs folded into its base table by ONE MERGE, then
-deleted from the changelog (merge-on-read, README: "The pipeline"); `compactor.py` decides
+deleted from the changelog (merge-on-read, docs/pipeline.md); `compactor.py` decides
 when.
 
 Every step is safe to repeat after a crash: the MERGE is guarded by LSN and idempotent by

@@ -1,6 +1,6 @@
 """`changelake run`: snapshot each table from its topic, then stream its changes into Delta: each
 batch appended to the table's changelog, sealed epochs compacted into its base table beside
-the stream (merge-on-read, README: "The pipeline").
+the stream (merge-on-read, docs/pipeline.md).
 
 One streaming query per connector, reading all its tables' topics: each batch is split by table
 (`connector_batch`), so a round costs one Kafka read and one set of jobs per table with changes,

@@ -7,7 +7,7 @@ of a page). Connect stores, with each acknowledged record, the LSN of the last e
 the rest of them. Debezium 3.7 also stores how many events of that LSN were sent
 (`lsn_events_processed`) and skips only those, when there are two or more: an offset stored at
 the *first* event of an LSN (count 1) still resumes at the next LSN, skipping the rest
-(WalPositionLocator in 3.7.0; see the README). `BulkStop.first_of_lsn` names that case.
+(WalPositionLocator in 3.7.0; see docs/troubleshooting.md). `BulkStop.first_of_lsn` names that case.
 
 So the fault waits until Connect has *stored* an offset inside the bulk transaction (its
 periodic flush, every `offset.flush.interval.ms`), then stops Connect: a graceful stop commits
@@ -72,7 +72,9 @@ class BulkStop:
             else "resumes outside its COPY (the stop missed the window)"
         )
         if self.first_of_lsn:
-            where += " (the first: Debezium 3.7 skips the rest of that LSN, see the README)"
+            where += (
+                " (the first: Debezium 3.7 skips the rest of that LSN, see docs/troubleshooting.md)"
+            )
         return (
             f"Kafka Connect: {self.how} while Debezium streamed a bulk transaction "
             f"(xid {self.bulk.xid}, {self.bulk.row_changes:,} row changes); {where}"

@@ -88,6 +88,6 @@ def slot_warnings(
         warnings.append(
             f"{head}. {cause}. Past max_slot_wal_keep_size (4GB locally, 2GB under docker"
             " compose) Postgres invalidates the slot and the connector must snapshot again"
-            " (README: How capture is configured)"
+            " (docs/capture.md)"
         )
     return warnings

@@ -1,5 +1,5 @@
 """A derived table as every reader sees it: its base table ⊕ its changelog, pinned to one pair of
-versions (merge-on-read, README: "The pipeline").
+versions (merge-on-read, docs/pipeline.md).
 
 The changelog's version is pinned first, then the base table's: a compaction folds epochs into
 the base table before it deletes them from the changelog, so the pair never misses a change (an

@@ -1,6 +1,6 @@
 """A table as of its newest change: the base table ⊕ the changelog rows not yet compacted into it.
 
-Pure DataFrame-in, DataFrame-out (merge-on-read, README: "The pipeline"). The changelog side is
+Pure DataFrame-in, DataFrame-out (merge-on-read, docs/pipeline.md). The changelog side is
 small (the changes of one freshness target at most), so it is broadcast and the base table is
 only scanned, never shuffled or windowed: a base row stays unless the changelog holds a newer
 change of its key; a changelog row is shown unless the base already holds that key at an equal

@@ -1,5 +1,5 @@
 """A table's changelog: each batch's newest change per key, appended, never merged (merge-on-read,
-README: "The pipeline").
+docs/pipeline.md).
 
 Its rows are what a MERGE into the base table takes (the table's columns, `_cdc_lsn`, `_cdc_op`,
 `_cdc_source_ts`), where each came from (`_kafka_partition`, `_kafka_offset`, so readers order
