@@ -15,12 +15,12 @@ from pipelines.apply import endpoint, metrics
 from pipelines.apply.compactor import Compactor
 from pipelines.apply.run_options import RunOptions
 from pipelines.apply.run_state import TableJob
-from pipelines.apply.view_maintenance import ViewMaintainer
 from pipelines.capture import connector_status
 from pipelines.read.verify.continuous import ContinuousVerifier
-from pipelines.read.views import DerivedView, derived_views
 from pipelines.settings import Settings
 from pipelines.tables import TableRef, slot_sources
+from pipelines.views.derived import DerivedView, derived_views
+from pipelines.views.maintenance import ViewMaintainer
 
 if TYPE_CHECKING:
     from pipelines.read.served import ServedViews

@@ -41,7 +41,6 @@ from pipelines.apply.run_report import (
 from pipelines.apply.run_state import Stream, TableJob, add_discovered
 from pipelines.apply.streaming_failure import cause
 from pipelines.apply.table_start import prepare_table, starting_offsets
-from pipelines.apply.table_views import keep_history
 from pipelines.capture.capture_restarts import CaptureRestarts
 from pipelines.capture.seams import SeamRepair
 from pipelines.changelog.registry import SchemaRegistry, registry
@@ -52,6 +51,7 @@ from pipelines.settings import Settings
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef, source_of_table
 from pipelines.views.config import views_config_path
+from pipelines.views.table_histories import keep_history
 
 Out = Callable[[str], None]
 RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the table's own fault

@@ -13,13 +13,13 @@ from pipelines import kafka_io, lakefs, progress
 from pipelines.apply.guards import topic_hint, topic_problem
 from pipelines.apply.run_report import snapshot_lines
 from pipelines.apply.snapshot import snapshot
-from pipelines.apply.table_views import forget_changes, start_history
 from pipelines.changelog.registry import SchemaRegistry
 from pipelines.exceptions import ChangelakeError
 from pipelines.read.table import covered
 from pipelines.settings import Settings
 from pipelines.sinks.delta import DeltaSink
 from pipelines.tables import TableRef
+from pipelines.views.table_histories import forget_changes, start_history
 
 Out = Callable[[str], None]
 EARLIEST = -2  # Spark's startingOffsets for a partition the table has applied nothing of

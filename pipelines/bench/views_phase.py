@@ -30,9 +30,9 @@ from pipelines.bench.visibility import (
     topic_changes,
 )
 from pipelines.chaos.pipeline_process import PipelineProcess
-from pipelines.read.views import VIEWS
 from pipelines.sinks.history import history_of
 from pipelines.views.config import ViewSpec, load_views
+from pipelines.views.derived import VIEWS
 
 Say = Callable[[str], None]
 Wait = Callable[[Callable[[], bool], str, float], None]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
     from pipelines.read.as_of import AsOf
-    from pipelines.read.views import At
+    from pipelines.views.derived import At
 
 MAX_ROWS = 10_000
 ERRORS_VIEW = "_errors"
@@ -68,8 +68,8 @@ def register_views(
     from pipelines.read.history import rows_at
     from pipelines.read.served_query import words
     from pipelines.read.table import read_table
-    from pipelines.read.views import build_view, derived_views
     from pipelines.sinks.delta import delta_exists
+    from pipelines.views.derived import build_view, derived_views
 
     views = []
     named = words(sql) if sql and not sql.strip().lower().startswith("show") else None
@@ -115,8 +115,8 @@ def open_query(
 
     from pipelines.read.as_of import read_points, refuse_without_history
     from pipelines.read.served_query import connect, words
-    from pipelines.read.views import derived_views
     from pipelines.spark import session
+    from pipelines.views.derived import derived_views
 
     _refuse_writes(sql)
     refs = tables.captured(settings)

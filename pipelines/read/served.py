@@ -34,8 +34,8 @@ from pipelines.views.config import project_views
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.read.views import DerivedView
     from pipelines.tables import TableRef
+    from pipelines.views.derived import DerivedView
 
 PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 TICK_S = 0.2  # how often the thread looks for a query's request
@@ -172,7 +172,7 @@ class ServedViews:
         except RuntimeError:  # the run added a table while we looked: next tick
             return
         from pipelines.read.query import ERRORS_VIEW, errors_path
-        from pipelines.read.views import derived_views
+        from pipelines.views.derived import derived_views
 
         served = set(self.stamps)
         views = derived_views(self.settings, refs, self.specs)
@@ -191,7 +191,7 @@ class ServedViews:
         """Every view a query may ask for (the run's tables, views.json's views, `_errors`),
         published when it changes: the names a query looks for in its statement."""
         from pipelines.read.query import ERRORS_VIEW
-        from pipelines.read.views import derived_views
+        from pipelines.views.derived import derived_views
 
         try:
             refs = list(self.refs())
@@ -246,8 +246,8 @@ class ServedViews:
 
     def refresh_view(self, view: DerivedView) -> None:
         """Rebuild a view of views.json if a stored history it reads (or its own rows) changed."""
-        from pipelines.read.views import build_view
         from pipelines.sinks.delta_log import stamp
+        from pipelines.views.derived import build_view
 
         seen = self.stamps.get(view.name, ())
         try:

@@ -30,14 +30,14 @@ from pipelines.read.query import errors_path
 from pipelines.read.slot_status import slot_warnings, slots_of
 from pipelines.read.table import TableRead, epoch_of, read_table
 from pipelines.read.verify.verified import verified
-from pipelines.read.view_status import views_report
-from pipelines.read.views import derived_views
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.changelog import ChangelogSink, changelog_of
 from pipelines.sinks.delta import DELETED, CommitMeta, delta_exists
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef
+from pipelines.views.derived import derived_views
+from pipelines.views.status import views_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

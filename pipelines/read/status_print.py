@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from pipelines.read.formats import grid
-from pipelines.read.view_status import view_lines
+from pipelines.views.status import view_lines
 
 _HEADER = [
     "table",

@@ -20,11 +20,11 @@ from pipelines import kafka_io, tables
 from pipelines.demo.load import run_load
 from pipelines.demo.seed import seed
 from pipelines.read.table import covered
-from pipelines.read.verify.view_checks import check_view
-from pipelines.read.views import derived_views
 from pipelines.settings import Settings
 from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.history import history_of
+from pipelines.views.checks import check_view
+from pipelines.views.derived import derived_views
 from tests.compare import assert_read_outside_spark, assert_same, text_columns
 from tests.support import changelake, changelake_here
 

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from pipelines.read.history import versions_of
-from pipelines.read.verify.view_checks import recomputed
+from pipelines.views.checks import recomputed
 from pipelines.views.config import Lookup
 from pipelines.views.enrichment import changes, enriched
 

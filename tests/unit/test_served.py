@@ -173,9 +173,9 @@ def test_a_derived_view_follows_the_stored_histories_it_reads(
 ) -> None:
     """A view of views.json is served once its table's stored history exists, rebuilt when that
     gains a commit, and dropped when it is gone (a resnapshot starts it again)."""
-    from pipelines.read.views import DerivedView
     from pipelines.sinks.history import HistorySink, history_of
     from pipelines.views.config import ViewSpec
+    from pipelines.views.derived import DerivedView
 
     path = str(tmp_path / "shop" / "public" / "t")
     name, sink = f"h_{uuid.uuid4().hex[:8]}", HistorySink(spark, history_of(path))

@@ -29,14 +29,14 @@ from pipelines.read.verify.sides import (
     lake_range,
     source_range,
 )
-from pipelines.read.verify.view_checks import check_view
 from pipelines.read.verify.wait import wait_applied
-from pipelines.read.views import derived_views
 from pipelines.search.client import SearchClient
 from pipelines.settings import Settings
 from pipelines.sinks.delta import delta_exists
 from pipelines.sinks.search import SearchSink
 from pipelines.tables import TableRef
+from pipelines.views.checks import check_view
+from pipelines.views.derived import derived_views
 
 STEP = 50_000  # source rows per key range: what is in memory at once, per side
 PROGRESS_EVERY_S = 10.0

@@ -26,11 +26,11 @@ from pipelines.exceptions import first_line
 from pipelines.read.history import stored_history, versions_of
 from pipelines.read.table import covered, read_table
 from pipelines.read.verify.diff import SAMPLE, Differences
-from pipelines.read.views import DerivedView, build_view, recorded
 from pipelines.sinks.delta import DELETED, DELETED_AT, delta_exists
 from pipelines.views.aggregate import aggregated
 from pipelines.views.aggregate_config import Aggregate
 from pipelines.views.config import Lookup, load_views
+from pipelines.views.derived import DerivedView, build_view, recorded
 from pipelines.views.enrichment import LOOKUP_LSN
 from pipelines.views.history import CURRENT, VALID_FROM_LSN
 from pipelines.views.interval_config import IntervalJoin

@@ -9,11 +9,11 @@ from dataclasses import replace
 from pyspark.sql import SparkSession
 
 from pipelines import lakefs
-from pipelines.apply.view_maintenance import drop_views_reading
 from pipelines.read.table import read_table
 from pipelines.sinks.changelog import changelog_of
 from pipelines.sinks.history import HistorySink, history_of
 from pipelines.tables import TableRef
+from pipelines.views.maintenance import drop_views_reading
 
 
 def forget_changes(spark: SparkSession, ref: TableRef, lake: str) -> None:

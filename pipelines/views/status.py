@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 
 from pipelines.changelog.decode import LSN
 from pipelines.pg import pg_lsn
-from pipelines.read.views import DerivedView
 from pipelines.sinks.delta import delta_exists
 from pipelines.sinks.history import history_of
+from pipelines.views.derived import DerivedView
 
 
 def views_report(spark: SparkSession, views: list[DerivedView]) -> dict[str, Any]:

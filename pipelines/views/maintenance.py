@@ -32,10 +32,10 @@ from pipelines.changelog.decode import OFFSET, OP, PARTITION
 from pipelines.exceptions import ConfigError
 from pipelines.read.history import stored_history
 from pipelines.read.table import covered, read_table, truncate_of
-from pipelines.read.views import VIEWS, DerivedView, recorded
 from pipelines.sinks.delta import CommitMeta
 from pipelines.spark import kept, release
 from pipelines.views.aggregate import aggregated, touched_groups
+from pipelines.views.derived import VIEWS, DerivedView, recorded
 
 Out = Callable[[str], None]
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"

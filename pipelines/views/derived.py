@@ -1,6 +1,6 @@
 """The views of views.json as readers see them: a history or an enrichment built, when read,
 from the stored histories of the tables it reads (views/), so it is as fresh as they are; an
-aggregate read from the Delta table `run` maintains for it (apply/view_maintenance.py)."""
+aggregate read from the Delta table `run` maintains for it (views/maintenance.py)."""
 
 from __future__ import annotations
 
