@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 class Served:
     port: int
     token: str = field(repr=False)
-    views: list[str] = field(default_factory=list)
-    fresh: float = 0.0  # the newest request its views are up to date for (a time.time)
+    views: list[str]
+    fresh: float  # the newest request its views are up to date for (a time.time)
     remote: bool = False  # found at its HTTP endpoint, not by served.json
 
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession
 
 from pipelines import kafka_io, run_log
@@ -49,16 +48,14 @@ from pipelines.read.verify.ranges import (
     KeyColumn,
     KeyRange,
     next_boundary_query,
-    source_filter,
 )
 from pipelines.read.verify.sides import (
     Comparable,
     Rows,
-    columns_sql,
     connect,
-    key_of,
     lake_frame,
     lake_range,
+    source_range,
 )
 from pipelines.read.verify.verified import pass_line, record, work_line
 from pipelines.settings import Settings
@@ -71,7 +68,6 @@ RANGE_ROWS = 20_000
 POOL = "verify"  # its Spark scheduler pool, see fairscheduler.xml
 IDLE_S = 5.0  # how long it rests when no table can be compared
 RECHECK_S = 10.0  # a range that differed is compared again this long after, at the soonest
-_XMIN = "_changelake_xmin"
 Out = Callable[[str], None]
 
 
@@ -150,14 +146,14 @@ class ContinuousVerifier:
                 continue
             ref = refs[turn % len(refs)]
             turn += 1
-            started = time.monotonic()
+            worked = self.work_s
             try:
                 self.step(ref)
             except Exception as exc:  # a table being rebuilt, the source unreachable: next turn
                 if self.stopping.is_set():
                     return  # the run's Spark stopping under a step
                 self._say_once(ref.name, f"{ref.name}: not verified now: {first_line(exc)}")
-            busy = time.monotonic() - started
+            busy = self.work_s - worked  # the step's own time (it counts it, failing or not)
             self.stopping.wait(max(0.5, busy * (1 - self.share) / self.share))
 
     def step(self, ref: TableRef) -> None:
@@ -303,23 +299,10 @@ class ContinuousVerifier:
 def _source(
     conn: psycopg.Connection[Any], side: Side, part: KeyRange
 ) -> tuple[Rows, dict[Key, str]]:
-    """The range's source rows (comparable) and each row's version (its `xmin`), read in one
-    snapshot."""
-    where, params = source_filter(side.key, part)
-    query = sql.SQL("SELECT xmin::text AS {}, {} FROM {} WHERE {}").format(
-        sql.Identifier(_XMIN), columns_sql(side.columns), table_sql(side.ref), where
-    )
-    rows: Rows = {}
+    """The range's source rows (comparable) and each row's version, read in one snapshot."""
     versions: dict[Key, str] = {}
-    with conn.cursor() as cur:
-        cur.execute(query, params)
-        names = [d.name for d in cur.description or []]
-        for values in cur:
-            rec = dict(zip(names, values, strict=True))
-            version = str(rec.pop(_XMIN))
-            k = key_of(rec, side.key)
-            rows[k], versions[k] = side.how.row(rec), version
-    return rows, versions
+    rows = source_range(conn, table_sql(side.ref), side.key, part, side.columns, versions)
+    return {k: side.how.row(r) for k, r in rows.items()}, versions
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Any:

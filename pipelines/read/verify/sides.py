@@ -33,6 +33,7 @@ from pipelines.search.client import SearchClient
 Rows = dict[Key, dict[str, Any]]
 LAKE_ONLY = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}
 LAKE_ONLY |= {"_kafka_partition", "_kafka_offset"}  # an event table's
+_XMIN = "_changelake_xmin"  # a source row's version, when asked for
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:
@@ -78,10 +79,15 @@ def source_range(
     key: Sequence[KeyColumn],
     part: KeyRange,
     columns: Sequence[str] | None = None,
+    versions: dict[Key, str] | None = None,
 ) -> Rows:
-    """The range's rows as psycopg gives them (each side canonicalizes its own way)."""
+    """The range's rows as psycopg gives them (each side canonicalizes its own way).
+    `versions`: filled with each row's version (its `xmin`), read in the same snapshot."""
     where, params = source_filter(key, part)
-    query = sql.SQL("SELECT {} FROM {} WHERE {}").format(columns_sql(columns), table, where)
+    version = sql.SQL("xmin::text AS {}, ").format(sql.Identifier(_XMIN))
+    query = sql.SQL("SELECT {}{} FROM {} WHERE {}").format(
+        version if versions is not None else sql.SQL(""), columns_sql(columns), table, where
+    )
     out: Rows = {}
     with conn.cursor(name="changelake_verify") as cur:  # server-side: streamed, not all at once
         cur.itersize = 5000
@@ -90,7 +96,10 @@ def source_range(
         for row in cur:
             names = names or [d.name for d in cur.description or []]
             rec = dict(zip(names, row, strict=True))
-            out[key_of(rec, key)] = rec
+            ident = key_of(rec, key)
+            if versions is not None:
+                versions[ident] = str(rec.pop(_XMIN))
+            out[ident] = rec
     return out
 
 
