@@ -43,7 +43,7 @@ RUN pip install -r /tmp/changelake-deps/requirements.lock && rm -rf /tmp/changel
 
 # The package itself (README.md is optional here: the glob copies it when it exists).
 COPY pyproject.toml README.m[d] /tmp/changelake-src/
-COPY pipelines /tmp/changelake-src/pipelines
+COPY changelake /tmp/changelake-src/changelake
 RUN pip install --no-deps /tmp/changelake-src \
     && rm -rf /tmp/changelake-src \
     && changelake --help > /dev/null

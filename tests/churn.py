@@ -10,9 +10,9 @@ from contextlib import contextmanager
 
 import psycopg
 
-from pipelines import pg
-from pipelines.chaos.bulk_stop import Bulk
-from pipelines.chaos.workload import Gate
+from changelake import pg
+from changelake.chaos.bulk_stop import Bulk
+from changelake.chaos.workload import Gate
 
 BULK_ROWS = 8000  # a bulk: a COPY that Debezium streams for a few seconds (SLOW_ACKS)
 BULK_BASE = 50_000_000  # the bulks' keys, apart from the churn's own

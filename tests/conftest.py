@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from pipelines import kafka_io
-from pipelines.capture import removal
-from pipelines.settings import Settings, load_settings
+from changelake import kafka_io
+from changelake.capture import removal
+from changelake.settings import Settings, load_settings
 from tests.support import changelake
 
 

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.settings import Settings
-from pipelines.stack.install import S3_SERVER
+from changelake.settings import Settings
+from changelake.stack.install import S3_SERVER
 from tests.support import wait_for
 
 HOST = "127.0.0.1"

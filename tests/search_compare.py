@@ -7,9 +7,9 @@ from typing import Any
 
 import psycopg
 
-from pipelines.read.verify.canonical import document_value
-from pipelines.read.verify.sides import doc_id
-from pipelines.search.client import SearchClient
+from changelake.read.verify.canonical import document_value
+from changelake.read.verify.sides import doc_id
+from changelake.search.client import SearchClient
 
 __all__ = ["differences", "doc_id", "documents"]
 

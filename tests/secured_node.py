@@ -1,5 +1,5 @@
 """A one-node OpenSearch with its security plugin on (TLS with the plugin's demo certificates,
-basic auth), from the distribution `make setup` prepares (pipelines/stack/secured_opensearch.py),
+basic auth), from the distribution `make setup` prepares (changelake/stack/secured_opensearch.py),
 started like the stack's own OpenSearch (as the service user, its own config and data) on free
 loopback ports, and stopped afterwards."""
 
@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.exceptions import ChangelakeError
-from pipelines.search.client import SearchClient
-from pipelines.settings import Settings
-from pipelines.stack import process
-from pipelines.stack.opensearch import OpenSearch
-from pipelines.stack.secured_opensearch import admin_password, secured_dir
+from changelake.exceptions import ChangelakeError
+from changelake.search.client import SearchClient
+from changelake.settings import Settings
+from changelake.stack import process
+from changelake.stack.opensearch import OpenSearch
+from changelake.stack.secured_opensearch import admin_password, secured_dir
 from tests.support import free_port
 
 HOST = "127.0.0.1"

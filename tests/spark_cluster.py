@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyspark
 
-from pipelines.settings import Settings
+from changelake.settings import Settings
 from tests.support import free_port, wait_for
 
 HOST = "127.0.0.1"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "changelake.cli"]
 
 
 def changelake(
@@ -52,7 +52,7 @@ def changelake_here(
     session instead of a new JVM (a `run --once` of a small table: ~40 s as a process, a few
     seconds here). For what needs a process of its own (killed runs, exit paths), use changelake.
     """
-    from pipelines import cli
+    from changelake import cli
 
     saved = dict(os.environ)
     out, err = io.StringIO(), io.StringIO()

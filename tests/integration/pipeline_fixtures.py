@@ -18,11 +18,11 @@ import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
+from changelake.capture.caught_up import wait_caught_up
+from changelake.capture.source import source_of
+from changelake.settings import Settings
+from changelake.spark import session
 from examples.read_current import current
-from pipelines.capture.caught_up import wait_caught_up
-from pipelines.capture.source import source_of
-from pipelines.settings import Settings
-from pipelines.spark import session
 from tests.compare import assert_read_outside_spark, assert_same, text_columns
 from tests.support import CLI, ROOT, changelake_here, wait_for
 

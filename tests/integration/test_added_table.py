@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pipelines import kafka_io
+from changelake import kafka_io
 from tests.integration.pipeline_fixtures import SIGNAL_TABLE, Pipeline
 from tests.support import CLI, free_port, wait_for
 

@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipelines import kafka_io
-from pipelines.read.status import pipeline_state
-from pipelines.read.table import read_table
-from pipelines.settings import Settings
+from changelake import kafka_io
+from changelake.read.status import pipeline_state
+from changelake.read.table import read_table
+from changelake.settings import Settings
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import changelake, free_port, wait_for
 

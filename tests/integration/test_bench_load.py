@@ -9,11 +9,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pipelines.bench import stages
-from pipelines.bench.pgbench_load import SCRIPTS, run_pgbench
-from pipelines.demo.ops import OPERATIONS
-from pipelines.demo.seed import seed
-from pipelines.settings import Settings
+from changelake.bench import stages
+from changelake.bench.pgbench_load import SCRIPTS, run_pgbench
+from changelake.demo.ops import OPERATIONS
+from changelake.demo.seed import seed
+from changelake.settings import Settings
 from tests.support import scratch_database
 
 SHOP = Path(__file__).resolve().parents[2] / "schemas" / "shop.sql"

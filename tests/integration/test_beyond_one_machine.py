@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pipelines.settings import Settings
-from pipelines.spark import s3a_conf
+from changelake.settings import Settings
+from changelake.spark import s3a_conf
 from tests.compare import assert_same
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.s3_server import S3Server, s3_server

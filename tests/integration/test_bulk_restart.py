@@ -8,7 +8,7 @@ test asserts that it did, so it cannot pass by missing the window.
 
 Debezium 3.7 counts the events of an LSN it sent, but not when the offset stored is the first
 of them (lsn_events_processed = 1): it then still skips that LSN's rest, and `run` re-sends that
-transaction's rows when it sees the task start (pipelines/capture/seams.py). Either way nothing
+transaction's rows when it sees the task start (changelake/capture/seams.py). Either way nothing
 is missing.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pipelines import pg
-from pipelines.chaos.bulk_stop import Bulk, stop_connect_inside
+from changelake import pg
+from changelake.chaos.bulk_stop import Bulk, stop_connect_inside
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import SLOW_ACKS
 

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipelines import kafka_io
+from changelake import kafka_io
 from tests.support import changelake, wait_for
 
 pytestmark = pytest.mark.stack
@@ -158,7 +158,7 @@ def test_records_gone_before_they_were_applied_are_named(bootstrap: str, unique:
     from confluent_kafka import Producer, TopicPartition
     from confluent_kafka.admin import NewTopic
 
-    from pipelines.apply.guards import topic_problem
+    from changelake.apply.guards import topic_problem
 
     topic = f"retained_{unique}"
     admin = kafka_io.admin(bootstrap)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pipelines import kafka_io
-from pipelines.chaos.faults import KINDS
-from pipelines.chaos.runner import Chaos, ChaosOptions
-from pipelines.settings import Settings
+from changelake import kafka_io
+from changelake.chaos.faults import KINDS
+from changelake.chaos.runner import Chaos, ChaosOptions
+from changelake.settings import Settings
 from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import SLOW_ACKS

@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipelines import kafka_io
-from pipelines.capture.connect_api import ConnectApi
-from pipelines.settings import Settings
-from pipelines.stack.connect import CONFIG_TOPIC
+from changelake import kafka_io
+from changelake.capture.connect_api import ConnectApi
+from changelake.settings import Settings
+from changelake.stack.connect import CONFIG_TOPIC
 from tests.support import changelake
 
 pytestmark = pytest.mark.stack

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pipelines import kafka_io
+from changelake import kafka_io
 from tests.integration.pipeline_fixtures import Pipeline
 
 pytestmark = pytest.mark.stack

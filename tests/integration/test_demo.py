@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
-from pipelines.demo.load import LoadKeys, run_load
-from pipelines.demo.seed import seed
+from changelake.demo.load import LoadKeys, run_load
+from changelake.demo.seed import seed
 
 pytestmark = pytest.mark.stack
 

@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 import pytest
 
-from pipelines import kafka_io, pg
-from pipelines.capture import connectors
-from pipelines.capture.topic_groups import events_group
-from pipelines.changelog.redelivery import POSITION_HEADER
-from pipelines.settings import Settings
-from pipelines.stack import manager, process
+from changelake import kafka_io, pg
+from changelake.capture import connectors
+from changelake.capture.topic_groups import events_group
+from changelake.changelog.redelivery import POSITION_HEADER
+from changelake.settings import Settings
+from changelake.stack import manager, process
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import wait_for
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from pipelines.spark import held
+from changelake.spark import held
 
 
 def _cached_blocks(spark: SparkSession, frame: DataFrame) -> int:

@@ -17,12 +17,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipelines import kafka_io
-from pipelines.capture import removal
-from pipelines.capture.caught_up import wait_caught_up
-from pipelines.capture.source import source_of
-from pipelines.exceptions import ChangelakeError
-from pipelines.settings import Settings
+from changelake import kafka_io
+from changelake.capture import removal
+from changelake.capture.caught_up import wait_caught_up
+from changelake.capture.source import source_of
+from changelake.exceptions import ChangelakeError
+from changelake.settings import Settings
 from tests.support import changelake, scratch_database
 
 pytestmark = pytest.mark.stack

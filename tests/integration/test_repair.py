@@ -16,11 +16,11 @@ from confluent_kafka import Producer
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from pipelines import kafka_io
-from pipelines.changelog.key_changes import NEW_KEY_HEADER
-from pipelines.changelog.registry import SCHEMA_HEADER
-from pipelines.sinks.changelog import changelog_of
-from pipelines.sinks.delta import WRITE_CONFLICTS
+from changelake import kafka_io
+from changelake.changelog.key_changes import NEW_KEY_HEADER
+from changelake.changelog.registry import SCHEMA_HEADER
+from changelake.sinks.changelog import changelog_of
+from changelake.sinks.delta import WRITE_CONFLICTS
 from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import wait_for

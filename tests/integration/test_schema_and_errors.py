@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from pipelines import kafka_io
-from pipelines.capture.resend import wait_resent
-from pipelines.changelog.registry import DEFAULT_TOPIC, SCHEMA_HEADER
+from changelake import kafka_io
+from changelake.capture.resend import wait_resent
+from changelake.changelog.registry import DEFAULT_TOPIC, SCHEMA_HEADER
 from tests.integration.pipeline_fixtures import SIGNAL_TABLE, Pipeline
 
 pytestmark = pytest.mark.stack

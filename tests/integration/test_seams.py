@@ -4,7 +4,7 @@ start, reads the offset it resumed from, and has the connector re-send the rows 
 wrote, with nobody running anything.
 
 Deterministic: the connector is stopped before the COPY, and its offset is set through Connect's
-offsets API to the first event of the COPY's first shared LSN (pipelines/chaos/first_event.py),
+offsets API to the first event of the COPY's first shared LSN (changelake/chaos/first_event.py),
 exactly what a graceful stop committing there stores. The topic then lacks that LSN's events
 (shown), and the lake has them."""
 
@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from pipelines import kafka_io, pg
-from pipelines.chaos.bulk_stop import Bulk
-from pipelines.chaos.first_event import resume_at_first_event
+from changelake import kafka_io, pg
+from changelake.chaos.bulk_stop import Bulk
+from changelake.chaos.first_event import resume_at_first_event
 from tests.integration.pipeline_fixtures import Pipeline
 
 pytestmark = pytest.mark.stack

@@ -14,15 +14,15 @@ import psycopg
 import pytest
 from pyspark.sql import functions as F
 
-from pipelines import kafka_io
-from pipelines.apply.batch import TableApplier
-from pipelines.apply.connector_batch import ConnectorBatch, Member
-from pipelines.changelog.registry import registry
-from pipelines.search.client import SearchClient
-from pipelines.search.config import load_specs
-from pipelines.settings import Settings
-from pipelines.sinks.search import SearchSink
-from pipelines.tables import TableRef
+from changelake import kafka_io
+from changelake.apply.batch import TableApplier
+from changelake.apply.connector_batch import ConnectorBatch, Member
+from changelake.changelog.registry import registry
+from changelake.search.client import SearchClient
+from changelake.search.config import load_specs
+from changelake.settings import Settings
+from changelake.sinks.search import SearchSink
+from changelake.tables import TableRef
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.search_compare import differences, doc_id, documents
 from tests.support import changelake, wait_for

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pipelines.search.client import SearchClient
-from pipelines.settings import Settings
+from changelake.search.client import SearchClient
+from changelake.settings import Settings
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.search_compare import differences, doc_id
 from tests.secured_node import USER, secured_opensearch

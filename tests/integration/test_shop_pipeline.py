@@ -16,15 +16,15 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from pipelines import kafka_io, tables
-from pipelines.demo.load import run_load
-from pipelines.demo.seed import seed
-from pipelines.read.table import covered
-from pipelines.settings import Settings
-from pipelines.sinks.changelog import changelog_of
-from pipelines.sinks.history import history_of
-from pipelines.views.checks import check_view
-from pipelines.views.derived import derived_views
+from changelake import kafka_io, tables
+from changelake.demo.load import run_load
+from changelake.demo.seed import seed
+from changelake.read.table import covered
+from changelake.settings import Settings
+from changelake.sinks.changelog import changelog_of
+from changelake.sinks.history import history_of
+from changelake.views.checks import check_view
+from changelake.views.derived import derived_views
 from tests.compare import assert_read_outside_spark, assert_same, text_columns
 from tests.support import changelake, changelake_here
 

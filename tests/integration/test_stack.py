@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipelines.settings import Settings
-from pipelines.stack import process
+from changelake.settings import Settings
+from changelake.stack import process
 from tests.support import changelake
 
 pytestmark = pytest.mark.stack

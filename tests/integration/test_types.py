@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pipelines import kafka_io
-from pipelines.changelog.registry import SCHEMA_HEADER
+from changelake import kafka_io
+from changelake.changelog.registry import SCHEMA_HEADER
 from tests.integration.pipeline_fixtures import Pipeline
 
 pytestmark = pytest.mark.stack

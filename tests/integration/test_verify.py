@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from pipelines.search.client import SearchClient
-from pipelines.settings import Settings
+from changelake.search.client import SearchClient
+from changelake.settings import Settings
 from tests.integration.pipeline_fixtures import Pipeline
 
 pytestmark = pytest.mark.stack

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.settings import load_settings
-from pipelines.spark import session
+from changelake.settings import load_settings
+from changelake.spark import session
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from pipelines.views.aggregate import aggregated, touched_groups
-from pipelines.views.aggregate_config import parse_aggregate
+from changelake.views.aggregate import aggregated, touched_groups
+from changelake.views.aggregate_config import parse_aggregate
 
 AGG = parse_aggregate(
     "views.json: views.revenue",

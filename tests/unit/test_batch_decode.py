@@ -9,11 +9,11 @@ import json
 
 from pyspark.sql import DataFrame, SparkSession
 
-from pipelines.apply.batch_stats import BatchStats, add_change_stats, record_stats
-from pipelines.changelog.batch import Decoded, decode_batch
-from pipelines.changelog.decode import DEFAULT_PLACEHOLDER, Version, envelopes
-from pipelines.changelog.registry import SCHEMA_HEADER
-from pipelines.kafka_io import RawRecord
+from changelake.apply.batch_stats import BatchStats, add_change_stats, record_stats
+from changelake.changelog.batch import Decoded, decode_batch
+from changelake.changelog.decode import DEFAULT_PLACEHOLDER, Version, envelopes
+from changelake.changelog.registry import SCHEMA_HEADER
+from changelake.kafka_io import RawRecord
 
 RAW = "topic string, partition int, offset long, key binary, value binary"
 LEAN = f"{RAW}, headers array<struct<key: string, value: binary>>"

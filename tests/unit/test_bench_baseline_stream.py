@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bench.baseline_stream import BatchEnd, batch_ends, freshness, lags, read_to
-from pipelines.bench.visibility import Change
+from changelake.bench.baseline_stream import BatchEnd, batch_ends, freshness, lags, read_to
+from changelake.bench.visibility import Change
 
 
 def _batch(checkpoint: Path, number: int, at_ms: int, ends: dict[str, dict[str, int]]) -> None:

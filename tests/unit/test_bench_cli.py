@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pipelines.bench.command import BenchOptions
-from pipelines.cli import build_parser
-from pipelines.commands import bench_options
+from changelake.bench.command import BenchOptions
+from changelake.cli import build_parser
+from changelake.commands import bench_options
 
 
 def test_flags_not_given_keep_the_declared_defaults() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bench.markdown import MISSING, TIMES
-from pipelines.bench.report import (
+from changelake.bench.markdown import MISSING, TIMES
+from changelake.bench.report import (
     Baseline,
     Freshness,
     Results,
@@ -21,7 +21,7 @@ from pipelines.bench.report import (
     sustained_figures,
     write_report,
 )
-from pipelines.bench.stats import StepResult, Summary
+from changelake.bench.stats import StepResult, Summary
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -217,7 +217,7 @@ def test_the_records_section_compares_the_converters_per_figure(results: Results
 
 
 def test_the_quiet_tail_and_served_queries_under_load_are_reported() -> None:
-    from pipelines.bench.quiet_tail import quiet_section
+    from changelake.bench.quiet_tail import quiet_section
 
     figures = {
         "quiet_tail_s": 21.4,
@@ -234,8 +234,8 @@ def test_the_quiet_tail_and_served_queries_under_load_are_reported() -> None:
 
 
 def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
-    from pipelines.bench.verify_cost import VerifyCost, cost_section, worked_s
-    from pipelines.read.verify.verified import work_line
+    from changelake.bench.verify_cost import VerifyCost, cost_section, worked_s
+    from changelake.read.verify.verified import work_line
 
     log = tmp_path / "verify-cost-1.log"
     log.write_text(f"2026-11-27T20:04:40+0000 INFO    {work_line(3, 60_000, 24.3)}\n")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bench import resources
-from pipelines.bench.resources import (
+from changelake.bench import resources
+from changelake.bench.resources import (
     CLK_TCK,
     ProcessTree,
     ProcStat,
@@ -20,7 +20,7 @@ from pipelines.bench.resources import (
     read_processes,
     rss_kb,
 )
-from pipelines.exceptions import ChangelakeError
+from changelake.exceptions import ChangelakeError
 
 NO_SUCH_PID = 2**22  # above the kernel's largest pid_max
 

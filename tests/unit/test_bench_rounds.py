@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from pipelines import run_log
-from pipelines.apply.run_report import batch_line
-from pipelines.apply.run_state import TableJob
-from pipelines.bench.pipeline_runs import STARTED
-from pipelines.bench.rounds import round_figures, rounds_section
-from pipelines.read.verify.verified import pass_line, work_line
-from pipelines.tables import TableRef
+from changelake import run_log
+from changelake.apply.run_report import batch_line
+from changelake.apply.run_state import TableJob
+from changelake.bench.pipeline_runs import STARTED
+from changelake.bench.rounds import round_figures, rounds_section
+from changelake.read.verify.verified import pass_line, work_line
+from changelake.tables import TableRef
 
 
 def line(

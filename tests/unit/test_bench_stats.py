@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from pipelines.bench.stats import (
+from changelake.bench.stats import (
     StepResult,
     Summary,
     highest_bounded,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.bench import sustained
-from pipelines.bench.pgbench_load import PgbenchRun
-from pipelines.bench.stats import StepResult
-from pipelines.bench.sustained import Step, judged_by_freshness, run_steps
+from changelake.bench import sustained
+from changelake.bench.pgbench_load import PgbenchRun
+from changelake.bench.stats import StepResult
+from changelake.bench.sustained import Step, judged_by_freshness, run_steps
 
 STARTED_MS = 1_000_000
 

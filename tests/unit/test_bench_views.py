@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bench.views_phase import by_offset, history_moments, recorded_offsets, views_section
-from pipelines.bench.visibility import Change
+from changelake.bench.views_phase import by_offset, history_moments, recorded_offsets, views_section
+from changelake.bench.visibility import Change
 
 
 def _commit(log: Path, version: int, at: int, *actions: dict[str, object]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bench.visibility import Change, Visible, delta_commits, freshness_s
+from changelake.bench.visibility import Change, Visible, delta_commits, freshness_s
 
 
 def test_a_change_is_visible_from_the_first_commit_reaching_its_lsn() -> None:

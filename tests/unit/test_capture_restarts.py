@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.capture.capture_restarts import failed_tasks
-from pipelines.capture.connectors import failure_text, wait_running
-from pipelines.exceptions import ChangelakeError
+from changelake.capture.capture_restarts import failed_tasks
+from changelake.capture.connectors import failure_text, wait_running
+from changelake.exceptions import ChangelakeError
 
 TRACE = """io.debezium.DebeziumException: Failed to create TypeRegistry
 \tat io.debezium.connector.postgresql.PostgresConnectorTask.start(PostgresConnectorTask.java:125)

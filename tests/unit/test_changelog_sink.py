@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pipelines.sinks.changelog import ChangelogSink, changelog_of
-from pipelines.sinks.delta import APPENDED_OFTEN, CommitMeta, latest_commit
+from changelake.sinks.changelog import ChangelogSink, changelog_of
+from changelake.sinks.delta import APPENDED_OFTEN, CommitMeta, latest_commit
 
 ROWS = "id long, v string, _cdc_lsn long, _cdc_op string, _kafka_partition int, _kafka_offset long"
 

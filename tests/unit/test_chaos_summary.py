@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipelines.chaos.faults import KINDS
-from pipelines.chaos.runner import ChaosSummary, RoundResult, count, resends_asked, samples
+from changelake.chaos.faults import KINDS
+from changelake.chaos.runner import ChaosSummary, RoundResult, count, resends_asked, samples
 
 
 def part(rows: int, missing: int = 0, extra: int = 0, differing: int = 0) -> dict[str, Any]:

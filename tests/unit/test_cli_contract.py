@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pipelines import __version__, exit_codes
-from pipelines.capture import connector_status
-from pipelines.read import status
-from pipelines.settings import dotenv_defaults
+from changelake import __version__, exit_codes
+from changelake.capture import connector_status
+from changelake.read import status
+from changelake.settings import dotenv_defaults
 from tests.support import changelake
 
 
@@ -116,7 +116,7 @@ def test_the_cli_takes_changelake_settings_from_the_project_s_env_file(tmp_path:
 
 def test_a_usage_error_has_a_code_of_its_own() -> None:
     """argparse's 2 means only "the command line is wrong": no command exits 2 for anything
-    else (the codes' one meaning each is in pipelines/exit_codes.py)."""
+    else (the codes' one meaning each is in changelake/exit_codes.py)."""
     wrong = changelake("status", "--no-such-flag", check=False)
     assert wrong.returncode == exit_codes.USAGE == 2
     codes = {v for k, v in vars(exit_codes).items() if k.isupper()}

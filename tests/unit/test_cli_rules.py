@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipelines.cli import NO_DEFAULT, build_parser
+from changelake.cli import NO_DEFAULT, build_parser
 from tests.support import changelake
 
 

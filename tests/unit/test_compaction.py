@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.apply.compaction import Sealed, compact
-from pipelines.apply.compactor import FIRST_GUESS_S, MARGIN_S, Compactor, round_start
-from pipelines.read.table import read_table
-from pipelines.sinks.changelog import ChangelogSink, changelog_of
-from pipelines.sinks.delta import CommitMeta, DeltaSink
-from pipelines.tables import TableRef
+from changelake.apply.compaction import Sealed, compact
+from changelake.apply.compactor import FIRST_GUESS_S, MARGIN_S, Compactor, round_start
+from changelake.read.table import read_table
+from changelake.sinks.changelog import ChangelogSink, changelog_of
+from changelake.sinks.delta import CommitMeta, DeltaSink
+from changelake.tables import TableRef
 from tests.support import wait_for
 from tests.unit.test_read_view import BASE, CHANGELOG, SOFT, Event, apply, events, rows, ts
 
@@ -149,7 +149,7 @@ def test_a_seal_covers_the_epochs_appended_to_never_a_fresh_one() -> None:
     """Resumed with a crashed run's epochs (the newest appended: 3), the applier appends next to
     epoch 4; sealing then must cover 3, not 4: a restarted stream's new applier would append to
     4 again while this seal's MERGE told readers the base table held it."""
-    from pipelines.apply.batch import TableApplier
+    from changelake.apply.batch import TableApplier
 
     ref = TableRef("public", "t", "p.public.t", "c", "s")
     meta = CommitMeta("apply", ref.topic, {"0": 9}, 9, None, ("id",))

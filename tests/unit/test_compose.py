@@ -1,4 +1,4 @@
-"""docker-compose.yml agrees with pom.xml, pipelines/settings.py and connectors/*.json.
+"""docker-compose.yml agrees with pom.xml, changelake/settings.py and connectors/*.json.
 
 No service is started: `docker-compose config` validates and resolves the file (interpolation,
 anchors, relative paths), and the tests compare what it resolved with the project's own sources of
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from pipelines import kafka_security
-from pipelines.apply.run import STOP_WITHIN_S
-from pipelines.capture.source import source_of
-from pipelines.settings import (
+from changelake import kafka_security
+from changelake.apply.run import STOP_WITHIN_S
+from changelake.capture.source import source_of
+from changelake.settings import (
     CONNECT_RECORD_LIMITS,
     KAFKA_RECORD_LIMITS,
     POSTGRES_REPLICATION,
@@ -27,8 +27,8 @@ from pipelines.settings import (
     load_settings,
     read_versions,
 )
-from pipelines.stack import connect
-from pipelines.stack.install import SMT_FOLDER
+from changelake.stack import connect
+from changelake.stack.install import SMT_FOLDER
 from tests import compose_files
 from tests.compose_files import (
     COMPOSE_FILE,
@@ -454,7 +454,7 @@ def test_kafka_and_connect_carry_records_as_large_as_the_local_stack_s(
     services: dict[str, dict[str, Any]],
 ) -> None:
     """A row of large TOASTed values is one large change record: the broker and Connect's
-    producer take what the local stack's do (pipelines/settings.py), not Kafka's 1 MB."""
+    producer take what the local stack's do (changelake/settings.py), not Kafka's 1 MB."""
     kafka, worker = env_of(services["kafka"]), env_of(services["connect"])
     for name, value in KAFKA_RECORD_LIMITS.items():
         assert kafka["KAFKA_" + name.upper().replace(".", "_")] == value, name

@@ -14,8 +14,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from pipelines.settings import Settings, load_settings, read_versions
-from pipelines.spark import s3a_conf
+from changelake.settings import Settings, load_settings, read_versions
+from changelake.spark import s3a_conf
 from tests.compose_files import (
     DOCKER_COMPOSE,
     PASSWORDS,

@@ -11,7 +11,7 @@ VARIABLE = re.compile(r"\bCHANGELAKE_[A-Z0-9_]+\b")
 
 def _in_code() -> set[str]:
     found: set[str] = set()
-    for path in (ROOT / "pipelines").rglob("*.py"):
+    for path in (ROOT / "changelake").rglob("*.py"):
         found |= set(VARIABLE.findall(path.read_text()))
     return found
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.capture.failures import MAX_LINE, explain
+from changelake.capture.failures import MAX_LINE, explain
 
 FRAMES = "\n\tat io.debezium.connector.common.BaseSourceTask.start(BaseSourceTask.java:286)" * 20
 

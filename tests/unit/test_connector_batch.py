@@ -15,11 +15,11 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from pipelines.apply import connector_stream
-from pipelines.apply.batch_stats import BatchStats
-from pipelines.apply.connector_batch import BatchFailed, ConnectorBatch, Member
-from pipelines.apply.streaming_failure import cause
-from pipelines.exceptions import ChangelakeError, RetryableError
+from changelake.apply import connector_stream
+from changelake.apply.batch_stats import BatchStats
+from changelake.apply.connector_batch import BatchFailed, ConnectorBatch, Member
+from changelake.apply.streaming_failure import cause
+from changelake.exceptions import ChangelakeError, RetryableError
 from tests.support import wait_for
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.capture import connectors
-from pipelines.settings import load_settings
+from changelake.capture import connectors
+from changelake.settings import load_settings
 
 
 def problems(tmp_path: Path, text: str) -> list[str]:

@@ -16,10 +16,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipelines.read.history import versions_of
-from pipelines.read.transactions import ReadPoint, consistent_lsn, reached
-from pipelines.sinks.delta import CommitMeta
-from pipelines.views.history import CURRENT
+from changelake.read.history import versions_of
+from changelake.read.transactions import ReadPoint, consistent_lsn, reached
+from changelake.sinks.delta import CommitMeta
+from changelake.views.history import CURRENT
 
 POSITION = "_cdc_op string, _cdc_lsn long, _cdc_source_ts timestamp, _kafka_partition int, "
 POSITION += "_kafka_offset long, _cdc_tx long"

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
-from pipelines.cli import _share
-from pipelines.read.dropped_columns import dropped
-from pipelines.read.status_print import verified_line
-from pipelines.read.verify.continuous import _differing
-from pipelines.read.verify.ranges import KeyColumn, next_boundary_query
-from pipelines.read.verify.verified import record, verified
+from changelake.cli import _share
+from changelake.read.dropped_columns import dropped
+from changelake.read.status_print import verified_line
+from changelake.read.verify.continuous import _differing
+from changelake.read.verify.ranges import KeyColumn, next_boundary_query
+from changelake.read.verify.verified import record, verified
 
 KEY = [KeyColumn("shop", False), KeyColumn("sku", True)]
 

@@ -1,4 +1,4 @@
-"""The run's HTTP endpoint (pipelines/apply/endpoint.py): /metrics for Prometheus beside
+"""The run's HTTP endpoint (changelake/apply/endpoint.py): /metrics for Prometheus beside
 /served, which lists the run's views and has those a query names brought up to date first,
 and never says the token. (A real query through it: tests/integration/test_added_table.py.)"""
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pipelines.apply import endpoint
-from pipelines.apply.metrics import RunMetrics
-from pipelines.settings import load_settings
+from changelake.apply import endpoint
+from changelake.apply.metrics import RunMetrics
+from changelake.settings import load_settings
 from tests.support import free_port
 
 

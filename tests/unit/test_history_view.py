@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.views.history import carried, history_view
+from changelake.views.history import carried, history_view
 
 STORED = (
     "id long, v string, _cdc_op string, _cdc_lsn long, _cdc_source_ts timestamp, "

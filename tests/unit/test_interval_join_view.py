@@ -11,9 +11,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from pipelines.views.history import history_view
-from pipelines.views.interval_config import parse_interval_join
-from pipelines.views.interval_join import interval_join
+from changelake.views.history import history_view
+from changelake.views.interval_config import parse_interval_join
+from changelake.views.interval_join import interval_join
 
 STORED = (
     "id long, status string, placed timestamp, updated timestamp, _cdc_op string, "

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.exceptions import ConfigError
-from pipelines.kafka_security import from_env
+from changelake.exceptions import ConfigError
+from changelake.kafka_security import from_env
 
 CA = "/etc/ssl/certs/ca-certificates.crt"
 SCRAM = {

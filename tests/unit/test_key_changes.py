@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from pipelines.apply.batch_stats import record_stats
-from pipelines.changelog.decode import envelopes
-from pipelines.changelog.key_changes import KeyChange, Mark, unpaired
+from changelake.apply.batch_stats import record_stats
+from changelake.changelog.decode import envelopes
+from changelake.changelog.key_changes import KeyChange, Mark, unpaired
 
 NEW, OLD = "__debezium.newkey", "__debezium.oldkey"
 RAW = (

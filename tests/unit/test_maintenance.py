@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.exceptions import ConfigError
-from pipelines.sinks.maintenance import interval_hours
+from changelake.exceptions import ConfigError
+from changelake.sinks.maintenance import interval_hours
 
 
 @pytest.mark.parametrize(

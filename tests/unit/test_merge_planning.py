@@ -9,10 +9,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from pipelines.changelog.evolution import reconcile, widens
-from pipelines.changelog.exceptions import SchemaError
-from pipelines.changelog.plan import after_truncate, completed, latest_per_key
-from pipelines.spark import artifact_name
+from changelake.changelog.evolution import reconcile, widens
+from changelake.changelog.exceptions import SchemaError
+from changelake.changelog.plan import after_truncate, completed, latest_per_key
+from changelake.spark import artifact_name
 
 COLUMNS = (
     "id int, note string, n int, _cdc_op string, _cdc_lsn long, _toasted array<string>, "

@@ -1,4 +1,4 @@
-"""A run's Prometheus metrics from its state (pipelines/apply/metrics.py), and the compose file's
+"""A run's Prometheus metrics from its state (changelake/apply/metrics.py), and the compose file's
 Prometheus and Grafana reading exactly those."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from pipelines.apply.metrics import RunMetrics
-from pipelines.apply.run_state import TableJob
-from pipelines.settings import load_settings
-from pipelines.tables import TableRef
+from changelake.apply.metrics import RunMetrics
+from changelake.apply.run_state import TableJob
+from changelake.settings import load_settings
+from changelake.tables import TableRef
 from tests.compose_files import ROOT
 
 

@@ -1,7 +1,7 @@
 """No committed file holds a secret, and `.gitignore` keeps the local ones out of git.
 
 Secrets reach changelake from outside the repository: the local stack generates them under
-`.changelake/secrets/` (pipelines/secrets.py), docker compose reads them from `.env` as
+`.changelake/secrets/` (changelake/secrets.py), docker compose reads them from `.env` as
 `${NAME:?...}`, connectors take them through Connect's `${env:...}` / `${file:...}` providers and
 schemas/capture.sql through a psql variable. So any literal value under a password-like key in a
 committed file is a leak (or a test fake that must be listed in KNOWN_FAKES, with why).
@@ -282,7 +282,7 @@ def test_no_committed_file_holds_a_secret() -> None:
         + "\n".join(f"  {f}" for f in found)
         + "\nmove each value out of git: ${env:NAME} or ${file:PATH:KEY} in connectors/*.json,"
         " ${NAME:?...} in docker-compose.yml with the value in .env, or the generated secrets"
-        " in .changelake/secrets/ (pipelines/secrets.py); rotate any real one that was committed."
+        " in .changelake/secrets/ (changelake/secrets.py); rotate any real one that was committed."
         " A deliberate test fake goes into KNOWN_FAKES in tests/unit/test_no_secrets.py."
     )
 
@@ -334,12 +334,12 @@ FLAGGED = [
     ("docker/init.sh", 'PGPASSWORD="${pg:-hunter2}" psql'),
     ("docker/init.sh", 'psql -v debezium_password="hunter2" -f capture.sql'),
     ("Dockerfile", "ENV CHANGELAKE_PG_PASSWORD=hunter2"),
-    ("pipelines/x.py", 'PASSWORD = "hunter2"'),
-    ("pipelines/x.py", 'connect(host="db", password="hunter2")'),
-    ("pipelines/x.py", 'settings = {"github_token": "abc123"}'),
-    ("pipelines/x.py", 'def connect(user: str, passwd: str = "hunter2") -> None: ...'),
-    ("pipelines/x.py", 'dsn = "host=db user=app password=hunter2"'),
-    ("pipelines/x.py", 'url = "postgresql://app:hunter2@db:5432/shop"'),
+    ("changelake/x.py", 'PASSWORD = "hunter2"'),
+    ("changelake/x.py", 'connect(host="db", password="hunter2")'),
+    ("changelake/x.py", 'settings = {"github_token": "abc123"}'),
+    ("changelake/x.py", 'def connect(user: str, passwd: str = "hunter2") -> None: ...'),
+    ("changelake/x.py", 'dsn = "host=db user=app password=hunter2"'),
+    ("changelake/x.py", 'url = "postgresql://app:hunter2@db:5432/shop"'),
     ("schemas/x.sql", "CREATE ROLE app LOGIN PASSWORD 'hunter2';"),
     (".mvn/settings.xml", "<server><id>x</id><password>hunter2</password></server>"),
 ]
@@ -356,11 +356,11 @@ NOT_FLAGGED = [
     (".env.example", "#   python3 -c 'import secrets; print(secrets.token_urlsafe(24))'"),
     ("docker/init.sh", 'psql -v debezium_password="$CHANGELAKE_DEBEZIUM_PASSWORD" -f x.sql'),
     ("docker/init.sh", 'PGPASSWORD="$(cat /run/secrets/pg)" psql'),
-    ("pipelines/x.py", 'password = ensure_secret(settings, "pg_password")'),
-    ("pipelines/x.py", 'ENV_NAMES = {"pg_password": "CHANGELAKE_PG_PASSWORD"}'),
-    ("pipelines/x.py", "def dsn(user: str, password: str) -> str: ..."),
-    ("pipelines/x.py", 'url = f"postgresql://{user}:{password}@{host}:5432/shop"'),
-    ("pipelines/x.py", 'index = f"{alias}-{secrets.token_hex(3)}"'),
+    ("changelake/x.py", 'password = ensure_secret(settings, "pg_password")'),
+    ("changelake/x.py", 'ENV_NAMES = {"pg_password": "CHANGELAKE_PG_PASSWORD"}'),
+    ("changelake/x.py", "def dsn(user: str, password: str) -> str: ..."),
+    ("changelake/x.py", 'url = f"postgresql://{user}:{password}@{host}:5432/shop"'),
+    ("changelake/x.py", 'index = f"{alias}-{secrets.token_hex(3)}"'),
     ("schemas/x.sql", "    PASSWORD :'debezium_password';"),
     ("pom.xml", "<spark.kafka-token.version>4.0.0</spark.kafka-token.version>"),
     ("README.md", "`$CHANGELAKE_PG_PASSWORD` overrides the generated password"),
@@ -378,5 +378,5 @@ def test_the_detector_allows(path: str, line: str) -> None:
 
 
 def test_a_finding_names_file_and_line_but_not_the_whole_secret() -> None:
-    (finding,) = scan("pipelines/x.py", 'x = 1\n\nPASSWORD = "hunter2"\n')
-    assert str(finding) == "pipelines/x.py:3: PASSWORD has a literal value hu... (7 chars)"
+    (finding,) = scan("changelake/x.py", 'x = 1\n\nPASSWORD = "hunter2"\n')
+    assert str(finding) == "changelake/x.py:3: PASSWORD has a literal value hu... (7 chars)"

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 from psycopg import sql
 
-from pipelines.capture.platforms import (
+from changelake.capture.platforms import (
     PLATFORMS,
     SELF_MANAGED,
     Platform,
     check_wal_level,
     detect,
 )
-from pipelines.exceptions import ConfigError
+from changelake.exceptions import ConfigError
 
 BUILT_IN = ["postgres", "pg_monitor", "pg_read_all_data", "debezium"]
 RDS, CLOUD_SQL, AZURE = PLATFORMS

@@ -9,7 +9,7 @@ import threading
 
 from pyspark.sql import SparkSession
 
-from pipelines import progress
+from changelake import progress
 from tests.support import wait_for
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import tables
-from pipelines.capture.source_checks import POSTGRES_CONNECTOR
-from pipelines.exceptions import ConfigError
-from pipelines.settings import load_settings
+from changelake import tables
+from changelake.capture.source_checks import POSTGRES_CONNECTOR
+from changelake.exceptions import ConfigError
+from changelake.settings import load_settings
 from tests.support import changelake
 
 CONNECTOR = {

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.exceptions import ChangelakeError
-from pipelines.read.export import export, format_of
-from pipelines.read.query import run_query
-from pipelines.settings import Settings, load_settings
+from changelake.exceptions import ChangelakeError
+from changelake.read.export import export, format_of
+from changelake.read.query import run_query
+from changelake.settings import Settings, load_settings
 
 # More rows than a printed table may have, two columns named alike, a timestamp and a decimal.
 SQL = (

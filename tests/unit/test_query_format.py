@@ -12,8 +12,8 @@ from typing import Any
 
 from pyspark.sql import Row
 
-from pipelines.read.formats import format_table, text_width, write_csv, write_json
-from pipelines.read.query import spark_message
+from changelake.read.formats import format_table, text_width, write_csv, write_json
+from changelake.read.query import spark_message
 
 
 def format_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from pipelines.changelog.decode import OFFSET, PARTITION
-from pipelines.changelog.redelivery import (
+from changelake.changelog.decode import OFFSET, PARTITION
+from changelake.changelog.redelivery import (
     POSITION,
     as_position,
     first_deliveries,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pipelines.apply.streaming_failure import cause
+from changelake.apply.streaming_failure import cause
 
 SPARK_FAILURE = """[STREAM_FAILED] Query [id = 1] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink. Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
   File "/x/py4j/clientserver.py", line 644, in _call_proxy
     return_value = getattr(self.pool[obj_id], method)(*params)
-  File "/x/pipelines/apply.py", line 92, in apply
+  File "/x/changelake/apply.py", line 92, in apply
     self._prepare(decoded, previous, key)
 pyspark.errors.exceptions.captured.AnalysisException: [DELTA_MERGE_MATERIALIZE_SOURCE_FAILED_REPEATEDLY] Keeping the source of the MERGE statement materialized has failed repeatedly.
  SQLSTATE: 39000

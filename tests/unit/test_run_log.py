@@ -7,7 +7,7 @@ import contextlib
 import io
 import re
 
-from pipelines import run_log
+from changelake import run_log
 
 
 def said(line: str) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.capture.connect_offsets import StoredOffset
-from pipelines.capture.seams import TaskStart, resumed_from, seam_xid, task_start
-from pipelines.kafka_io import Record
+from changelake.capture.connect_offsets import StoredOffset
+from changelake.capture.seams import TaskStart, resumed_from, seam_xid, task_start
+from changelake.kafka_io import Record
 
 RUNNING = {"state": "RUNNING", "worker_id": "w:8083", "generation": 3}
 

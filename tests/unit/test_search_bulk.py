@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from pipelines.exceptions import ConfigError
-from pipelines.search import bulk
-from pipelines.search.bulk import Doc, action_lines, chunks, outcome
-from pipelines.search.config import IndexSpec
-from pipelines.search.find import build_query, parse_filters
+from changelake.exceptions import ConfigError
+from changelake.search import bulk
+from changelake.search.bulk import Doc, action_lines, chunks, outcome
+from changelake.search.config import IndexSpec
+from changelake.search.find import build_query, parse_filters
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ import base64
 
 import pytest
 
-from pipelines.exceptions import ConfigError
-from pipelines.search.client import SearchClient
-from pipelines.settings import load_settings
+from changelake.exceptions import ConfigError
+from changelake.search.client import SearchClient
+from changelake.settings import load_settings
 
 CA = "/etc/ssl/certs/ca-certificates.crt"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
-from pipelines.exceptions import ConfigError
-from pipelines.search.config import alias_for, load_specs
+from changelake.exceptions import ConfigError
+from changelake.search.config import alias_for, load_specs
 
 SCHEMA = T.StructType(
     [
@@ -128,7 +128,7 @@ def test_commands_refuse_a_bad_file_before_doing_anything(
     capsys: pytest.CaptureFixture[str],
     command: list[str],
 ) -> None:
-    from pipelines.cli import main
+    from changelake.cli import main
 
     path = write(tmp_path, fields(price="money"))
     monkeypatch.setenv("CHANGELAKE_SEARCH_CONFIG", str(path))
@@ -141,7 +141,7 @@ def test_commands_refuse_a_bad_file_before_doing_anything(
 def test_an_index_for_a_table_nobody_captures_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipelines.cli import main
+    from changelake.cli import main
 
     doc = {"indexes": {"invoices": {"fields": {"number": "keyword"}}}}
     monkeypatch.setenv("CHANGELAKE_SEARCH_CONFIG", str(write(tmp_path, doc)))

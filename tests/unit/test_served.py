@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.bench.query_latency import QueryFigures, query_section
-from pipelines.read import served_query as served
-from pipelines.read.served import ServedViews, port_for, request_dir, requested
-from pipelines.read.served_query import Served, mentioned, served_views
-from pipelines.settings import Settings, load_settings
-from pipelines.sinks.delta import CommitMeta
+from changelake.bench.query_latency import QueryFigures, query_section
+from changelake.read import served_query as served
+from changelake.read.served import ServedViews, port_for, request_dir, requested
+from changelake.read.served_query import Served, mentioned, served_views
+from changelake.settings import Settings, load_settings
+from changelake.sinks.delta import CommitMeta
 from tests.support import wait_for
 
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -173,9 +173,9 @@ def test_a_derived_view_follows_the_stored_histories_it_reads(
 ) -> None:
     """A view of views.json is served once its table's stored history exists, rebuilt when that
     gains a commit, and dropped when it is gone (a resnapshot starts it again)."""
-    from pipelines.sinks.history import HistorySink, history_of
-    from pipelines.views.config import ViewSpec
-    from pipelines.views.derived import DerivedView
+    from changelake.sinks.history import HistorySink, history_of
+    from changelake.views.config import ViewSpec
+    from changelake.views.derived import DerivedView
 
     path = str(tmp_path / "shop" / "public" / "t")
     name, sink = f"h_{uuid.uuid4().hex[:8]}", HistorySink(spark, history_of(path))

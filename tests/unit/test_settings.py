@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.exceptions import ConfigError
-from pipelines.settings import load_settings
+from changelake.exceptions import ConfigError
+from changelake.settings import load_settings
 
 
 def test_defaults_are_the_standard_ports_on_loopback() -> None:

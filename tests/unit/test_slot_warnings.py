@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.read.slot_status import slot_warnings
+from changelake.read.slot_status import slot_warnings
 
 GIB = 1 << 30
 OWNERS = {"changelake_shop": "shop-postgres"}
@@ -60,7 +60,7 @@ def test_one_warning_per_slot_over_the_threshold_in_name_order() -> None:
 
 
 def test_a_base_table_far_behind_its_target_is_a_problem() -> None:
-    from pipelines.read.status import BEHIND_MARGIN_S, behind_target
+    from changelake.read.status import BEHIND_MARGIN_S, behind_target
 
     tables = {
         "fresh": {"base_lag_s": 14.0, "base_lag_changes": 10},

@@ -8,8 +8,8 @@ import random
 
 from pyspark.sql import SparkSession
 
-from pipelines.apply.snapshot import key_clustered
-from pipelines.changelog.decode import LSN, OFFSET, OP, PARTITION
+from changelake.apply.snapshot import key_clustered
+from changelake.changelog.decode import LSN, OFFSET, OP, PARTITION
 
 
 def test_each_partition_holds_one_sorted_range_of_the_newest_rows(spark: SparkSession) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.capture.source import resolve
-from pipelines.capture.source_checks import (
+from changelake.capture.source import resolve
+from changelake.capture.source_checks import (
     WRITTEN_TABLE,
     Found,
     Table,
@@ -19,7 +19,7 @@ from pipelines.capture.source_checks import (
     listed,
     publication_problems,
 )
-from pipelines.exceptions import ConfigError
+from changelake.exceptions import ConfigError
 
 
 def test_include_list_entries_are_whole_case_blind_patterns() -> None:

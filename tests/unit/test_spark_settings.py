@@ -13,8 +13,8 @@ import pyspark
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from pipelines.settings import Settings
-from pipelines.spark import artifact_name, s3a_conf
+from changelake.settings import Settings
+from changelake.spark import artifact_name, s3a_conf
 from tests.support import pom_property
 
 

@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-from pipelines import jsonfile
-from pipelines.capture.topic_groups import (
+from changelake import jsonfile
+from changelake.capture.topic_groups import (
     cleanup_policy,
     creation_settings,
     events_group,
     group_of,
     is_event_topic,
 )
-from pipelines.settings import project_root
+from changelake.settings import project_root
 
 
 def test_the_shop_connector_compacts_its_tables_and_not_its_metadata() -> None:

@@ -8,16 +8,16 @@ from decimal import Decimal
 
 from psycopg import sql
 
-from pipelines.read.verify.canonical import as_json, canonical, document_value
-from pipelines.read.verify.diff import Differences
-from pipelines.read.verify.ranges import (
+from changelake.read.verify.canonical import as_json, canonical, document_value
+from changelake.read.verify.diff import Differences
+from changelake.read.verify.ranges import (
     KeyColumn,
     KeyRange,
     boundaries_query,
     ranges,
     source_filter,
 )
-from pipelines.read.verify.sides import doc_id
+from changelake.read.verify.sides import doc_id
 
 KEY = [KeyColumn("shop", False), KeyColumn("sku", True)]
 
@@ -82,8 +82,8 @@ def test_samples_are_bounded() -> None:
 
 
 def test_repair_keys_run_in_source_order_and_fit_the_signal() -> None:
-    from pipelines.capture.resend import SIGNAL_DATA_MAX, Request, condition, signal_data, spans
-    from pipelines.tables import TableRef
+    from changelake.capture.resend import SIGNAL_DATA_MAX, Request, condition, signal_data, spans
+    from changelake.tables import TableRef
 
     ids = [KeyColumn("id", False)]
     assert spans(ids, [(9,), (1,), (5,), (1,)], 2) == [((1,), (5,)), ((9,), (9,))]

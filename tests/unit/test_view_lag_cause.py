@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.views.checks import why_not_maintained
+from changelake.views.checks import why_not_maintained
 
 
 def _views(path: Path, names: list[str]) -> Path:

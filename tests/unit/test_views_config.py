@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import tables
-from pipelines.exceptions import ConfigError
-from pipelines.settings import load_settings
-from pipelines.views.config import check_against, load_views
+from changelake import tables
+from changelake.exceptions import ConfigError
+from changelake.settings import load_settings
+from changelake.views.config import check_against, load_views
 
 TABLES = {"customers": True, "orders": True, "audit": False}  # name → keyed (audit: events)
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.views.history import history_view
-from pipelines.views.window_config import parse_event_time
-from pipelines.views.windows import sessions, windows
+from changelake.views.history import history_view
+from changelake.views.window_config import parse_event_time
+from changelake.views.windows import sessions, windows
 
 STORED = (
     "id long, customer long, placed timestamp, total long, _cdc_op string, _cdc_lsn long, "

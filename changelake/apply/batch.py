@@ -1,0 +1,399 @@
+"""Apply one micro-batch of a table's records to its changelog (and dead letters to `_errors`).
+
+Called for each table with records in a connector's micro-batch (`connector_batch`); everything
+here runs once per table and batch: decode → reconcile the schema → newest change per key, made
+complete → dead letters → ONE APPEND to the table's changelog, whose commit records the offsets
+it covers (the stream restarts from those, so a batch is never appended twice) → the same rows
+to the table's search index, if it has one (one bulk per batch, versioned by LSN). No MERGE
+here: the compactor seals the table's epoch between two batches, when its freshness target
+says so, and folds sealed epochs of the changelog into the base table (merge-on-read,
+docs/pipeline.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from changelake import kafka_io
+from changelake.apply import faults
+from changelake.apply.added_columns import AddedColumns
+from changelake.apply.batch_stats import BatchStats, add_change_stats
+from changelake.apply.compaction import Sealed
+from changelake.apply.compactor import Compactor
+from changelake.apply.key_change_guard import KeyChangeGuard
+from changelake.apply.table_columns import TableColumns
+from changelake.changelog.batch import Decoded, decode_batch
+from changelake.changelog.decode import LSN, OFFSET, PARTITION, TOASTED, Fetch, Schemas, Version
+from changelake.changelog.plan import after_truncate, completed, latest_per_key
+from changelake.changelog.redelivery import POSITION, as_position, first_deliveries, highest
+from changelake.exceptions import ChangelakeError
+from changelake.read.table import commits, epoch_of, newest, read_table, truncate_of
+from changelake.sinks.changelog import ChangelogSink, changelog_of
+from changelake.sinks.delta import (
+    CommitMeta,
+    DeltaSink,
+    ErrorsSink,
+    furthest,
+)
+from changelake.sinks.history import HistorySink, history_of
+from changelake.sinks.search import SearchSink, rejected_frame
+from changelake.spark import held, job_group
+from changelake.tables import TableRef
+from changelake.views.history import carried
+
+ONE_TASK_RECORDS = 20_000  # a table's batch of up to this many records is planned as one task
+
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+def record_fetcher(bootstrap: str, topic: str) -> Fetch:
+    def fetch(partition: int, offset: int) -> kafka_io.RawRecord:
+        return kafka_io.fetch_one(bootstrap, topic, partition, offset)
+
+    return fetch
+
+
+class TableApplier:
+    """Keeps one table's changelog in step with its topic, one batch at a time."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        table: TableRef,
+        lake: str,
+        app_id: str,
+        progress: Progress,
+        run_dir: Path,
+        bootstrap: str,
+        schemas: Schemas,
+        search: SearchSink | None = None,
+        guard: KeyChangeGuard | None = None,
+        compactor: Compactor | None = None,
+        added: AddedColumns | None = None,
+    ):
+        self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
+        self.guard, self.search = guard, search
+        self.spark = spark
+        self.fetch = record_fetcher(bootstrap, table.topic)
+        self.schemas = schemas
+        self.base = DeltaSink.of(spark, table, lake)
+        self.changelog = ChangelogSink(spark, changelog_of(self.base.path))
+        self.history = (
+            HistorySink(spark, history_of(self.base.path)) if table.keeps_history else None
+        )
+        self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
+        self.columns = TableColumns(spark, table, self.base, self.changelog, self.history, added)
+        # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last
+        # commit (this applier makes every later one), the schema versions.
+        self.previous: CommitMeta | None = None
+        self.known: dict[int, Version] = {}
+        self.epoch = 0  # the changelog epoch batches append to; read from the commits at start
+        self.appended = 0  # the newest epoch an append went to (a seal covers it and older)
+        # The last batch ended whole (its index written too): a batch that failed after its
+        # append leaves the epoch unsealed, so a sealed epoch never holds what the index lacks.
+        self.whole = True
+        self.resumed = False  # epoch and dirty_since read from the commits
+        # When (time.monotonic) the oldest change no sealed epoch covers was committed at the
+        # source (None: the changelog holds none): the compactor's clock for this table's
+        # freshness target.
+        self.dirty_since: float | None = None
+        self.between_batches = threading.Lock()  # held while a batch applies: seals wait
+        if compactor is not None and not table.events:  # an event table has no changelog
+            compactor.register(self)
+
+    def apply_records(self, env: DataFrame, batch_id: int, stats: BatchStats) -> None:
+        """Apply this table's records of a batch (`env`, cut into envelopes), whose offsets and
+        counts `stats` holds; seal the epoch if a compaction is due, and report."""
+        # Its Spark jobs in a group of their own (named in Spark's UI), so the line can say how
+        # many a table's batch took: each is a round of scheduling on the machine's few cores.
+        context = self.spark.sparkContext
+        with self.between_batches, job_group(context, f"{self.table.name}: batch {batch_id}") as g:
+            self.whole = False
+            stats = self.apply(env, stats)
+            self.whole = True
+            stats.jobs = len(context.statusTracker().getJobIdsForGroup(g))
+        self.progress(
+            self.table.name,
+            {
+                "batch": batch_id,
+                "seconds": time.monotonic() - stats.started,
+                **{k: v for k, v in stats.__dict__.items() if k not in ("marks", "started")},
+            },
+        )
+
+    def pending_since(self) -> float | None:
+        """When the oldest change no sealed epoch covers was committed (None: none); before the
+        commits were read, a time long past: a crashed run's epochs are sealed at once."""
+        return self.dirty_since if self.resumed else 0.0
+
+    def seal_between_batches(self, wait_s: float) -> Sealed | None:
+        """`seal`, from the compactor's thread: once the batch in flight, if any, has ended
+        (None if it runs longer than `wait_s`)."""
+        if not self.between_batches.acquire(timeout=wait_s):
+            return None
+        try:
+            return self.seal() if self.whole else None
+        finally:
+            self.between_batches.release()
+
+    def seal(self) -> Sealed | None:
+        """Close the epoch batches append to: later ones go to the next. Called between batches
+        (and only after a batch fully applied, its index included), so a sealed epoch is final
+        and holds nothing the index lacks. Returns the epoch and what it covers, if anything."""
+        if not self.resumed:
+            self.resume()
+        if self.dirty_since is None or self.previous is None:
+            self.dirty_since = None
+            return None
+        # The newest epoch appended to, not the one batches would append to next: that one may
+        # be a fresh epoch nothing went to yet (just resumed), which a restarted stream's new
+        # applier would pick again and append to while this seal's MERGE says it holds it.
+        sealed = Sealed(self.table, self.app_id, self.appended, self.previous)
+        self.epoch = max(self.epoch, self.appended + 1)
+        self.dirty_since = None
+        return sealed
+
+    def resume(self) -> None:
+        """Where the commits say the table is: what it covers, and a fresh epoch to append to
+        (changes a crashed run appended and never compacted are sealed with the next one)."""
+        self.changelog.keep_properties()
+        if self.history is not None:
+            self.history.keep_properties()
+        base_meta, log_meta = commits(self.spark, self.base.path)
+        self.previous = newest(base_meta, log_meta)
+        self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1
+        self.appended = epoch_of(log_meta)
+        # A crashed run's changes not compacted: long overdue.
+        self.dirty_since = 0.0 if epoch_of(log_meta) > epoch_of(base_meta) else None
+        self.resumed = True
+
+    def apply(self, env: DataFrame, stats: BatchStats) -> BatchStats:
+        with stats.timed("decode"):
+            decoded = decode_batch(
+                env,
+                self.table.name,
+                self.table.placeholder,
+                self.fetch,
+                self.schemas,
+                self.known,
+                stats.firsts,
+                self.table.events,
+            )
+            decoded.persist()
+        try:
+            with stats.timed("decode"):
+                add_change_stats(stats, decoded)
+            return self._apply(decoded, stats)
+        finally:
+            decoded.unpersist()
+
+    def _apply(self, decoded: Decoded, stats: BatchStats) -> BatchStats:
+        with stats.timed("prepare"):
+            if not self.resumed:
+                self.resume()
+            previous = self.previous
+        if self.table.events and previous is not None and previous.key:
+            raise ChangelakeError(
+                f"{self.table.name}: its topic's cleanup.policy makes it an event table, but "
+                f"its Delta table at {self.base.path} is keyed by ({', '.join(previous.key)})",
+                "set its topic creation group back to a compacting one, or `changelake run "
+                f"--resnapshot {self.table.name}` to make it again as events",
+            )
+        if self.table.events:
+            return self._append_events(decoded, previous, stats)
+        key = decoded.key or (previous.key if previous else ())
+        if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
+            with stats.timed("prepare"):
+                self.columns.prepare(decoded, previous, key)
+            meta = self._meta(stats, previous, key)
+            rows = latest_per_key(
+                _by_key(after_truncate(decoded.changes, _wiped_below(stats, previous)), key, stats),
+                key,
+                decoded.toastable if stats.toasted else (),
+            )
+            before = self._before(stats)
+            with ExitStack() as batch:
+                with stats.timed("complete"):
+                    # Held for the batch's several reads; read from the table (`before`),
+                    # cached rows would be planned again by the append to its changelog.
+                    reads_tables = before is not None
+                    rows = batch.enter_context(
+                        held(self._complete(rows, key, before), reads_tables)
+                    )
+                # Before the append: the restart after a crash begins at the offsets the append
+                # recorded, so whatever this batch must do besides its append happens first
+                # (both are harmless to repeat); only the index is caught up after a crash.
+                if self.guard is not None and stats.marks:
+                    with stats.timed("key changes"):
+                        stats.resent = self.guard.check(
+                            stats.marks, stats.offsets, key, decoded.columns
+                        )
+                with stats.timed("errors"):
+                    stats.errors += self._dead_letters(decoded, stats.bad)
+                if self.history is not None:
+                    with stats.timed("history"):
+                        self.history.append(self._versions(decoded, key, stats, before))
+                faults.pause_if("before-append", self.table.name, self.run_dir)
+                with stats.timed("append"):
+                    self.changelog.append(rows, self.epoch, meta)
+                self.previous, self.appended = meta, self.epoch
+                if self.dirty_since is None:
+                    self.dirty_since = _committed_at(stats)
+                faults.pause_if("after-commit", self.table.name, self.run_dir)
+                with stats.timed("index"):
+                    self._index(rows, key, stats, meta)
+            return stats
+        with stats.timed("errors"):  # a batch of nothing but bad records
+            stats.errors += self._dead_letters(decoded, stats.bad)
+        return stats
+
+    def _append_events(
+        self, decoded: Decoded, previous: CommitMeta | None, stats: BatchStats
+    ) -> BatchStats:
+        """An event table's batch: every change (a truncate too) appended to its table as it
+        came, in one commit that records the offsets it covers."""
+        if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
+            meta = self._meta(stats, previous, ())
+            after = as_position(previous.extra.get("position")) if previous else None
+            newest = highest(after, stats.max_position)
+            if newest is not None:
+                meta.extra["position"] = list(newest)
+            with stats.timed("errors"):
+                stats.errors += self._dead_letters(decoded, stats.bad)
+            faults.pause_if("before-append", self.table.name, self.run_dir)
+            with stats.timed("append"):
+                rows = decoded.changes.drop(TOASTED)
+                if stats.max_position is None:  # nothing stamped: nothing to skip, no sort
+                    self.base.append(rows.drop(POSITION), meta)
+                else:
+                    self.base.append(first_deliveries(rows, after, (PARTITION, OFFSET)), meta)
+                    written = self.base.written_rows()
+                    stats.redelivered = stats.changes + stats.truncates - written
+            self.previous = meta
+            faults.pause_if("after-commit", self.table.name, self.run_dir)
+            return stats
+        with stats.timed("errors"):
+            stats.errors += self._dead_letters(decoded, stats.bad)
+        return stats
+
+    def _before(self, stats: BatchStats) -> DataFrame | None:
+        """The table as of before the batch (read, as any reader does, base ⊕ changelog), when
+        the batch needs it: for placeholders still open, and a soft-deleting table's deletes.
+        One read, for the changelog's rows and the history's alike."""
+        soft = self.table.soft_delete
+        if not stats.toasted and not (soft and stats.deletes):
+            return None
+        before = read_table(self.spark, self.base.path, soft).rows
+        if stats.truncate_lsn is not None and not soft:  # the batch's truncate wiped those
+            before = before.where(F.col(LSN) > F.lit(stats.truncate_lsn))
+        return before
+
+    def _versions(
+        self,
+        decoded: Decoded,
+        key: tuple[str, ...],
+        stats: BatchStats,
+        before: DataFrame | None,
+    ) -> DataFrame:
+        """Every change of the batch for the history, made complete: an unchanged-TOAST value
+        from the key's previous change in the batch, or else from the table before it."""
+        changes = decoded.with_transactions  # a read at one commit LSN needs them
+        assert changes is not None
+        rows = carried(changes, key, decoded.toastable if stats.toasted else ())
+        if not stats.toasted or before is None:
+            return rows.drop(TOASTED)
+        return completed(rows, before, key, False)
+
+    def _complete(
+        self, rows: DataFrame, key: tuple[str, ...], before: DataFrame | None
+    ) -> DataFrame:
+        """Placeholders still open, and a soft-deleting table's deletes, take their values from
+        the table as of before the batch (`before`: None when the batch needs neither)."""
+        if before is None:
+            return rows.drop(TOASTED)
+        return completed(rows, before, key, self.table.soft_delete)
+
+    def _index(
+        self,
+        rows: DataFrame,
+        key: tuple[str, ...],
+        stats: BatchStats,
+        meta: CommitMeta,
+    ) -> None:
+        """The batch's rows to the search index, after the append: after a crash in between,
+        the restart catches the index up from the changelog (`reindex.catch_up`)."""
+        if self.search is None:
+            return
+        faults.pause_if("before-index", self.table.name, self.run_dir)
+        result = self.search.apply(rows, key, stats.truncate_lsn)
+        stats.indexed, stats.stale = result.written, result.stale
+        if result.rejected:
+            stats.errors += len(result.rejected)
+            frame = rejected_frame(
+                rows.sparkSession, self.table.topic, self.search.alias, result.rejected
+            )
+            self.errors.write(frame)
+        self.search.record(meta.max_lsn, meta.max_source_ts)
+
+    def _meta(
+        self, stats: BatchStats, previous: CommitMeta | None, key: tuple[str, ...]
+    ) -> CommitMeta:
+        offsets = furthest(previous.offsets if previous else {}, stats.offsets)
+        max_lsn = max(stats.max_lsn, previous.max_lsn if previous else 0)
+        newest_ts = max(
+            filter(None, [stats.max_source_ts, previous.max_source_ts if previous else None]),
+            default=None,
+        )
+        truncate = (previous.extra.get("truncate") if previous else None) or None
+        if stats.truncate_lsn is not None:  # a truncate's lock orders it after every earlier one
+            truncate = {"lsn": stats.truncate_lsn, "source_ts": stats.truncate_ts}
+        extra: dict[str, Any] = {"epoch": self.epoch}
+        if truncate:
+            extra["truncate"] = truncate
+        return CommitMeta(
+            "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes, extra
+        )
+
+    def _dead_letters(self, decoded: Decoded, bad: int) -> int:
+        if bad:  # counted in the batch's aggregations: no job when there are none
+            self.errors.write(decoded.errors)
+        return bad
+
+
+def _committed_at(stats: BatchStats) -> float:
+    """When the batch's oldest change was committed at the source, on time.monotonic's clock
+    (now, if the batch carries no commit time or the clocks disagree)."""
+    if stats.min_source_ts is None:
+        return time.monotonic()
+    age = datetime.now(UTC) - datetime.fromisoformat(stats.min_source_ts)
+    return time.monotonic() - max(0.0, age.total_seconds())
+
+
+def _by_key(changes: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
+    """A small batch's changes in one partition by key: its newest change per key is found in
+    one task and appended as one file, not one per shuffle partition (four tiny files a batch
+    cost the write's tasks, and every later read and compaction, more than one task saves)."""
+    if stats.records > ONE_TASK_RECORDS or not key:
+        return changes
+    return changes.repartition(1, *key)
+
+
+def _wiped_below(stats: BatchStats, previous: CommitMeta | None) -> int | None:
+    """The LSN below which a change is wiped out: this batch's truncate or the newest one the
+    table has recorded. On a topic of several partitions a change committed before a truncate
+    can come in a later batch than the truncate (its partition read further behind); readers
+    skip it already, and it must not reach the changelog, from which compaction would put it
+    back into the base table."""
+    carried = truncate_of(previous)
+    found = [n for n in (stats.truncate_lsn, carried.lsn if carried else None) if n is not None]
+    return max(found) if found else None

@@ -1,0 +1,152 @@
+"""A streaming run's Prometheus metrics (`run --metrics-port`), read from the run's own state at
+each scrape: per table its state, batches, changes, dead letters, applied LSN, last batch's time
+and freshness and its base table's lag; compaction rounds; per connector its tasks' states, and
+per replication slot the WAL Postgres keeps for it. Nothing is counted twice: the figures are the
+ones the run's log lines and `status` give.
+
+A service that does not answer leaves its metrics out of that scrape (and counts a scrape
+error); the run never fails for its metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+import psycopg
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from changelake.apply.run_state import STATES, TableJob
+from changelake.capture.source import Source
+from changelake.read.slot_status import SLOT_SQL
+
+
+class Compaction(Protocol):
+    @property
+    def round_s(self) -> float:
+        """A round's smoothed length."""
+
+    @property
+    def failed(self) -> Mapping[str, object]:
+        """The tables whose compaction failed, retried later."""
+
+
+class RunMetrics(Collector):
+    """`connectors`: Connect's report of each connector and its tasks (`connectors status`);
+    `slots`: each replication slot the run's tables are read through, and its database."""
+
+    def __init__(
+        self,
+        jobs: Mapping[str, TableJob],
+        compaction: Compaction,
+        connectors: Callable[[], Mapping[str, Any]],
+        slots: Callable[[], Mapping[str, Source]],
+    ):
+        self.jobs, self.compaction, self.connectors, self.slots = (
+            jobs,
+            compaction,
+            connectors,
+            slots,
+        )
+        self.scrape_errors = 0
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._tables(dict(self.jobs))
+        round_s = GaugeMetricFamily(
+            "changelake_compaction_round_seconds", "How long a compaction round takes (smoothed)"
+        )
+        round_s.add_metric([], self.compaction.round_s)
+        yield round_s
+        failing = GaugeMetricFamily(
+            "changelake_compaction_failing_tables", "Tables whose last compaction failed"
+        )
+        failing.add_metric([], len(self.compaction.failed))
+        yield failing
+        yield from self._connectors()
+        yield from self._slots()
+        errors = CounterMetricFamily(
+            "changelake_metrics_scrape_errors", "Services a scrape could not reach"
+        )
+        errors.add_metric([], self.scrape_errors)
+        yield errors
+
+    def _tables(self, jobs: dict[str, TableJob]) -> Iterable[Metric]:
+        table = ["table"]
+        state = GaugeMetricFamily(
+            "changelake_table_state", "1 for the state the table is in", labels=["table", "state"]
+        )
+        batches = CounterMetricFamily("changelake_table_batches", "Batches applied", labels=table)
+        changes = CounterMetricFamily("changelake_table_changes", "Changes applied", labels=table)
+        dead = CounterMetricFamily(
+            "changelake_table_dead_letters", "Records written to _errors", labels=table
+        )
+        lsn = GaugeMetricFamily(
+            "changelake_table_applied_lsn", "The highest source LSN applied", labels=table
+        )
+        batch_s = GaugeMetricFamily(
+            "changelake_table_last_batch_seconds", "How long the last batch took", labels=table
+        )
+        fresh = GaugeMetricFamily(
+            "changelake_table_changelog_freshness_seconds",
+            "How old the last batch's newest change was when it was appended (query, readers "
+            "of base and changelog)",
+            labels=table,
+        )
+        base = GaugeMetricFamily(
+            "changelake_table_base_lag_seconds",
+            "How long the oldest change not yet in the base table has waited (0: none waits)",
+            labels=table,
+        )
+        now = time.monotonic()
+        for name, job in sorted(jobs.items()):
+            for each in STATES:
+                state.add_metric([name, each], 1.0 if job.state == each else 0.0)
+            batches.add_metric([name], job.batches)
+            changes.add_metric([name], job.changes)
+            dead.add_metric([name], job.errors)
+            lsn.add_metric([name], job.applied_lsn)
+            if job.stats:
+                batch_s.add_metric([name], float(job.stats.get("seconds", 0.0)))
+                newest = job.stats.get("max_source_ts")
+                if newest and job.counted_at:
+                    committed = datetime.fromisoformat(str(newest)).timestamp()
+                    fresh.add_metric([name], max(0.0, job.counted_at - committed))
+            waiting = getattr(job.applier, "dirty_since", None)
+            base.add_metric([name], max(0.0, now - waiting) if waiting else 0.0)
+        yield from (state, batches, changes, dead, lsn, batch_s, fresh, base)
+
+    def _connectors(self) -> Iterable[Metric]:
+        tasks = GaugeMetricFamily(
+            "changelake_connector_task_state",
+            "1 for the state each connector task is in (Kafka Connect)",
+            labels=["connector", "task", "state"],
+        )
+        try:
+            report = self.connectors()
+        except Exception:  # Connect down: no figures this scrape
+            self.scrape_errors += 1
+            return
+        for name, item in report.items():
+            for task in item["tasks"]:
+                tasks.add_metric([name, str(task["id"]), str(task["state"])], 1.0)
+        yield tasks
+
+    def _slots(self) -> Iterable[Metric]:
+        lag = GaugeMetricFamily(
+            "changelake_slot_lag_bytes",
+            "WAL Postgres keeps for the replication slot (not yet confirmed by Debezium)",
+            labels=["slot"],
+        )
+        for slot, source in self.slots().items():
+            try:
+                with psycopg.connect(source.dsn(), connect_timeout=3, autocommit=True) as conn:
+                    row = conn.execute(SLOT_SQL, (slot,)).fetchone()
+            except Exception:  # Postgres down, or the slot's credentials refused
+                self.scrape_errors += 1
+                continue
+            if row is not None and row[0] is not None:
+                lag.add_metric([slot], float(row[0]))
+        yield lag

@@ -1,0 +1,77 @@
+"""`changelake run` as a command: check the services it needs, wait for capture under --once,
+open the Spark session, run the pipeline until it ends or a signal stops it."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from changelake import kafka_io, lakefs, run_log
+from changelake.apply.run import Discover, Out, Pipeline
+from changelake.apply.run_options import RunOptions
+from changelake.capture.capture_restarts import CaptureRestarts
+from changelake.capture.caught_up import wait_caught_up
+from changelake.capture.seams import SeamRepair
+from changelake.search.client import SearchClient
+from changelake.settings import Settings
+from changelake.tables import TableRef, slot_sources, source_of_table
+
+SEAM_RESEND_TIMEOUT_S = 600.0
+
+
+@contextmanager
+def stop_on_signals(pipeline: Pipeline) -> Iterator[None]:
+    """SIGINT and SIGTERM stop the pipeline between batches; the caller's handlers come back
+    when it ends (a caller running it in-process keeps its own Ctrl-C)."""
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        if not pipeline.stopping:
+            pipeline.out(f"{signal.Signals(signum).name}: stopping when the batch in flight ends")
+        pipeline.stopping = True
+
+    before = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+def run(
+    settings: Settings,
+    refs: list[TableRef],
+    options: RunOptions,
+    out: Out = run_log.say,
+    discover: Discover | None = None,
+) -> int:
+    from changelake.read.served import port_for, server_conf, serving
+    from changelake.spark import owned_session
+
+    run_log.configure()
+    kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
+    if any(r.search for r in refs):  # and OpenSearch, if an index is configured
+        SearchClient.of(settings, retry_for_s=0).request("GET", "/")
+    if options.once:  # "everything available" = every change committed before this command
+        CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
+        seams = SeamRepair(settings, out, lambda ref: source_of_table(settings, ref).dsn())
+        seams.settle(seams.tick(refs), SEAM_RESEND_TIMEOUT_S)  # the re-sent rows are "available"
+        for slot, source in slot_sources(settings, refs).items():
+            wait_caught_up(source, slot, say=out)
+    # Queries served while it runs.
+    serve = None if options.once else server_conf(settings, port_for(settings))
+    with owned_session(settings, ui=options.ui, conf=serve) as spark:
+        lakefs.ensure_writable(spark, settings.lake, "lake")
+        lakefs.ensure_writable(spark, settings.checkpoints, "checkpoints")
+        pipeline = Pipeline(spark, settings, refs, options, out, discover)
+        out(f"changelake run: {len(refs)} tables → {settings.lake} (Spark {settings.spark_master})")
+        if options.ui:
+            out(f"Spark UI at {spark.sparkContext.uiWebUrl}")
+        with serving(spark, settings, lambda: [j.ref for j in pipeline.jobs.values()]) as served:
+            if served is not None:
+                where = f"{settings.spark_connect_bind}:{served.port}"
+                out(f"serving queries on Spark Connect at sc://{where}")
+            pipeline.background.served = served
+            with stop_on_signals(pipeline):
+                return pipeline.run()

@@ -1,0 +1,107 @@
+"""What a run says about its tables: a line per batch, a periodic summary, the final report, and
+`pipeline.json` (read by `changelake status`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from changelake import jsonfile
+from changelake.apply.run_state import TableJob
+from changelake.apply.snapshot import SnapshotResult
+from changelake.tables import TableRef
+
+
+def lsn_text(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def snapshot_lines(ref: TableRef, result: SnapshotResult, took: float) -> list[str]:
+    lines = [
+        f"{ref.name}: snapshot {result.rows:,} rows from {result.records:,} records in "
+        f"{took:.1f}s ({result.rows / max(took, 1e-9):,.0f} rows/s), up to LSN "
+        f"{lsn_text(result.meta.max_lsn)}"
+        + (f"; {result.errors} bad records → _errors" if result.errors else "")
+    ]
+    if result.unresolved_toast:
+        lines.append(
+            f"{ref.name}: warning: {result.unresolved_toast} rows had only Debezium's "
+            "unchanged-TOAST placeholder in the topic; those values are NULL. Set REPLICA "
+            f"IDENTITY FULL on {ref.schema}.{ref.table} so updates carry them."
+        )
+    return lines
+
+
+def batch_line(job: TableJob, stats: dict[str, Any]) -> str | None:
+    """A batch's line, or None for a batch without records."""
+    if not stats.get("records"):
+        return None
+    extra = f", {stats['errors']} → _errors" if stats.get("errors") else ""
+    if stats.get("redelivered"):  # an event table's changes Debezium sent again
+        extra += f", {stats['redelivered']:,} sent again (skipped)"
+    if job.ref.search is not None:
+        extra += f", {stats.get('indexed', 0):,} indexed"
+        extra += f" ({stats['stale']:,} stale)" if stats.get("stale") else ""
+    seconds = float(stats["seconds"])
+    phases = ", ".join(f"{k} {v:.1f}" for k, v in stats.get("phases", {}).items())
+    return (
+        f"{job.ref.name}: batch {stats['batch']}: {stats['changes']:,} changes from "
+        f"{stats['records']:,} records{extra} in {seconds:.1f}s "
+        f"({stats['changes'] / max(seconds, 1e-9):,.0f}/s), "
+        f"LSN {lsn_text(int(stats['max_lsn']))}"
+        + (f", {stats['jobs']} Spark jobs" if stats.get("jobs") else "")
+        + f" [{phases}]"
+    )
+
+
+def records_behind(progress: Mapping[str, Any] | None, job: TableJob) -> str:
+    """How many records of the table's topic its stream had not read at its last batch."""
+    sources = (progress or {}).get("sources") or []
+    latest = sources[0].get("latestOffset") if sources else None
+    if isinstance(latest, str):
+        latest = json.loads(latest)
+    ends = (latest or {}).get(job.ref.topic)
+    if not ends:
+        return "?"
+    return str(sum(max(0, int(o) - job.offsets.get(str(p), 0)) for p, o in ends.items()))
+
+
+def summary_line(job: TableJob, progress: Mapping[str, Any] | None) -> str:
+    return (
+        f"{job.ref.name}: {job.state}, {job.batches} batches, {job.changes:,} changes, "
+        f"{job.errors} errors, {records_behind(progress, job)} records behind"
+    )
+
+
+def report_line(job: TableJob) -> str:
+    note = f" ({job.error})" if job.error and job.state == "stopped" else ""
+    if job.state == "waiting":
+        note = f" (no events on {job.ref.topic} yet)"
+    return (
+        f"{job.ref.name}: {job.state}{note}: {job.batches} batches, {job.changes:,} changes, "
+        f"{job.errors} errors"
+    )
+
+
+def write_state(
+    path: Path,
+    started: str,
+    jobs: Mapping[str, TableJob],
+    target_s: float,
+    views_file: Path,
+    ended: bool = False,
+) -> None:
+    """The run's state for `status`; `ended`: the run is over (no pid: a process that ran it
+    in-process and lives on is not a running pipeline). `target_s`: its freshness target;
+    `views_file`: the views.json it maintains views from (verify names it when a view lags)."""
+    doc = {
+        "pid": None if ended else os.getpid(),
+        "started": started,
+        "freshness_target_s": target_s,
+        "views_file": str(views_file.resolve()),  # read by verify, maybe from elsewhere
+        "tables": {n: {"state": j.state, "error": j.error} for n, j in jobs.items()},
+    }
+    jsonfile.write_atomically(path, doc)

@@ -1,0 +1,375 @@
+"""The benchmark's results: their JSON shape, and the report written from them.
+
+`write_report(results, out_dir)` writes three files into `out_dir`:
+
+- `results.json`: the `Results` dict below, verbatim except that `ratios` is (re)computed;
+- `report.md`: how it was measured, then tables of figures, stages, load steps and resources;
+- `freshness.png`: lag and freshness to Delta over time, with the load steps shaded.
+
+Every figure that was not measured is `None` (JSON `null`) and reads as a dash in the report.
+Rates are changes (or rows) per second, durations are seconds, memory is MiB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NotRequired, Required, TypedDict
+
+from changelake.bench import markdown as md
+from changelake.bench.plot import plot
+from changelake.bench.query_latency import QueryFigures, query_section
+from changelake.bench.quiet_tail import quiet_section
+from changelake.bench.records import RecordFigures, records_section
+from changelake.bench.rounds import RoundFigures, rounds_section
+from changelake.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
+from changelake.bench.steps_section import steps_section
+from changelake.bench.verify_cost import VerifyCost, cost_section
+from changelake.bench.views_phase import views_section
+
+REPORT_FILES = ("results.json", "report.md", "freshness.png")
+PERCENTILES = ("p50", "p95", "p99")
+STAGE_NAMES = {
+    "decoding": "Postgres decoding",
+    "debezium": "Debezium",
+    "spark_apply": "Spark apply (queryable)",
+    "spark_base": "Spark apply and compaction into the base tables",
+}
+
+
+class Machine(TypedDict):
+    cores: int
+    memory_gib: float
+    python: str
+    spark: str
+
+
+class Params(TypedDict):
+    rows: int  # source rows the snapshot bootstraps
+    rate: float  # transactions/s of the first load step (each changes ~2 rows)
+    seconds: float  # length of each load step
+    step_rates: list[float]  # every load step's target transactions/s, in the order run
+    settle_s: float  # the start of each step that `lag_is_bounded` ignores
+    max_lag_s: float  # the lag a bounded step never exceeds
+
+
+class SnapshotFigures(TypedDict):
+    rows: int
+    seconds: float
+    rows_per_s: float
+    debezium_rows_per_s: NotRequired[float]  # Debezium's initial snapshot into the topics
+
+
+class Sustained(TypedDict):
+    steps: list[StepDict]
+    highest_bounded_rate: float | None
+
+
+class Freshness(TypedDict):
+    delta: SummaryDict | None  # Postgres commit → the Delta commit making the change queryable
+    search: SummaryDict | None  # Postgres commit → the change is searchable in OpenSearch
+    # Postgres commit → the compaction that folded the change into the base table (what a
+    # reader of the base table alone sees); reports before it lack it
+    base: NotRequired[SummaryDict | None]
+
+
+class Stage(TypedDict):
+    changes_per_s: float | None
+    fraction_of_decoding: float | None
+
+
+class Stages(TypedDict):
+    decoding: Stage  # Postgres logical decoding alone: the ceiling for everything after it
+    debezium: Stage
+    spark_apply: Stage  # every change queryable: its changelog commit (merge-on-read)
+    spark_base: NotRequired[Stage]  # and compacted into the base tables (the MERGE done too)
+
+
+class Baseline(TypedDict):
+    """The textbook foreachBatch MERGE pipeline on the same data; figures it did not run: None."""
+
+    snapshot_rows_per_s: float | None
+    highest_bounded_rate: float | None
+    apply_changes_per_s: float | None
+    freshness: Freshness
+    steps: NotRequired[list[StepDict]]  # its own sustained step-up (reports before it lack one)
+
+
+class Usage(TypedDict):
+    cpu_seconds: float
+    peak_rss_mb: float
+
+
+class TimelinePoint(TypedDict, total=False):
+    """What was observed at `t` seconds after the sustained load started; any field may be absent.
+
+    `rate` is the target rate of the load step in force at `t`.
+    """
+
+    t: Required[float]
+    lag_s: float
+    delta_freshness_s: float
+    rate: float
+
+
+class _Later(TypedDict, total=False):
+    """Figures that reports written before them lack (a class of its own: Python 3.11 reads
+    `NotRequired` in postponed annotations as required)."""
+
+    rounds: RoundFigures | None  # where the streaming run's time went
+    records: RecordFigures | None  # change records by converter: changelake's and the stock one
+    query: QueryFigures | None  # `changelake query` through the running pipeline, and alone
+    quiet: NotRequired[dict[str, Any] | None]  # the quiet tail, and served queries under load
+    views: dict[str, Any] | None  # views.json's views: their cost and freshness (views_phase)
+    verify_cost: VerifyCost | None  # continuous verification on against off (verify_cost)
+
+
+class Results(_Later):
+    started_at: str  # ISO 8601 with a time zone
+    duration_s: float
+    machine: Machine
+    params: Params
+    snapshot: SnapshotFigures | None
+    sustained: Sustained | None
+    freshness: Freshness
+    stages: Stages
+    baseline: Baseline | None
+    ratios: dict[str, float | None]  # FIGURES' keys: changelake ÷ baseline
+    resources: dict[str, Usage]  # by service
+    timeline: list[TimelinePoint]
+
+
+def machine_info(spark: str) -> Machine:
+    """This machine's cores and memory, and the versions the figures depend on."""
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    return Machine(
+        cores=os.cpu_count() or 1,
+        memory_gib=round(total_kb / 2**20, 1),
+        python=platform.python_version(),
+        spark=spark,
+    )
+
+
+def stage_figures(
+    decoding: float | None,
+    debezium: float | None,
+    spark_apply: float | None,
+    spark_base: float | None = None,
+) -> Stages:
+    """Each stage's changes/s, also as a fraction of what Postgres can decode."""
+
+    def stage(rate: float | None) -> Stage:
+        return Stage(changes_per_s=rate, fraction_of_decoding=md.ratio(rate, decoding))
+
+    return Stages(
+        decoding=stage(decoding),
+        debezium=stage(debezium),
+        spark_apply=stage(spark_apply),
+        spark_base=stage(spark_base),
+    )
+
+
+def sustained_figures(steps: Sequence[StepResult]) -> Sustained:
+    """The steps, and the rate reached by the fastest one whose lag stayed bounded.
+
+    The rate achieved, not the one asked for: a load generator that fell short must not lend the
+    pipeline its target.
+    """
+    best = highest_bounded(steps)
+    return Sustained(
+        steps=[step.as_dict() for step in steps],
+        highest_bounded_rate=None if best is None else best.achieved_rate,
+    )
+
+
+def to_json(results: Results | Mapping[str, Any]) -> str:
+    return json.dumps(results, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# --- figures: ours against the baseline ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One row of the main table: where changelake's and the baseline's value live."""
+
+    key: str
+    label: str
+    ours: tuple[str, ...]  # path into Results
+    baseline: tuple[str, ...]  # path into Results["baseline"]
+    show: Callable[[float], str]
+
+
+def _freshness_figures(sink: str, name: str, baseline_sink: str | None = None) -> list[Comparison]:
+    return [
+        Comparison(
+            key=f"{sink}_{p}",
+            label=f"freshness to {name} {p} (s)",
+            ours=("freshness", sink, p),
+            baseline=("freshness", baseline_sink or sink, p),
+            show=md.seconds,
+        )
+        for p in PERCENTILES
+    ]
+
+
+FIGURES = (
+    Comparison(
+        key="snapshot_rows_per_s",
+        label="snapshot (rows/s)",
+        ours=("snapshot", "rows_per_s"),
+        baseline=("snapshot_rows_per_s",),
+        show=md.count,
+    ),
+    Comparison(
+        key="highest_bounded_rate",
+        label="highest sustained (changes/s)",
+        ours=("sustained", "highest_bounded_rate"),
+        baseline=("highest_bounded_rate",),
+        show=md.count,
+    ),
+    Comparison(
+        key="apply_changes_per_s",
+        label="Spark apply, queryable (changes/s)",
+        ours=("stages", "spark_apply", "changes_per_s"),
+        baseline=("apply_changes_per_s",),
+        show=md.count,
+    ),
+    Comparison(
+        key="apply_base_changes_per_s",
+        label="Spark apply, compacted into the base tables (changes/s)",
+        ours=("stages", "spark_base", "changes_per_s"),
+        baseline=("apply_changes_per_s",),
+        show=md.count,
+    ),
+    *_freshness_figures("delta", "Delta, queryable"),
+    # The baseline's MERGE makes a change queryable and current in the table at once.
+    *_freshness_figures("base", "the base tables", baseline_sink="delta"),
+    *_freshness_figures("search", "search"),
+)
+
+
+def _get(data: Any, path: Sequence[str]) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping) or data.get(key) is None:
+            return None
+        data = data[key]
+    return data
+
+
+def _figure_values(results: Mapping[str, Any], figure: Comparison) -> tuple[Any, Any]:
+    return _get(results, figure.ours), _get(results, ("baseline", *figure.baseline))
+
+
+def ratios(results: Results | Mapping[str, Any]) -> dict[str, float | None]:
+    """changelake ÷ baseline for every figure: above 1 is better for rates, below for freshness."""
+    return {f.key: md.ratio(*_figure_values(results, f)) for f in FIGURES}
+
+
+# --- markdown ---------------------------------------------------------------------------------
+
+
+def _method(results: Mapping[str, Any]) -> str:
+    params, machine = results["params"], results["machine"]
+    steps = ", ".join(md.count(rate) for rate in params["step_rates"]) or md.count(params["rate"])
+    return (
+        f"Measured on {machine['cores']} cores and {machine['memory_gib']} GiB of memory "
+        f"(Python {machine['python']}, Spark {machine['spark']}), starting {results['started_at']} "
+        f"and taking {md.seconds(results['duration_s'])} s. The snapshot bootstraps "
+        f"{md.count(params['rows'])} source rows from their compacted topics. The load is the "
+        "demo shop's operation mix run by pgbench from several connections, paced on a "
+        f"schedule. The sustained load then runs {md.seconds(params['seconds'])} s at each of "
+        f"{steps} transactions/s; a step counts as sustained when, after its first "
+        f"{md.seconds(params['settle_s'])} s, lag stays under {md.seconds(params['max_lag_s'])} s "
+        "and does not trend upward. Freshness is the time from a Postgres commit to the Delta "
+        "commit holding the change, and to the change being "
+        "searchable in OpenSearch. The baseline is a textbook foreachBatch MERGE pipeline on the "
+        "same data. It keeps no search index: changelake's snapshot rate leaves its index builds "
+        "out, its apply rates include keeping two indexes in step. Apply is timed on a backlog "
+        "written while Debezium was paused, from Spark being ready to every change being "
+        "queryable (its changelog commit, which readers merge on read), and to the end of the "
+        "compaction into the base tables; the baseline's MERGE makes its changes queryable and "
+        "current at once. "
+        "Ratio = changelake ÷ baseline, so above 1 is better for rates and below 1 "
+        "is better for freshness. Stage rates are a fraction of what Postgres' logical decoding "
+        "alone delivers, the ceiling for every stage after it."
+    )
+
+
+def _figures_table(results: Mapping[str, Any]) -> str:
+    rows = []
+    for figure in FIGURES:
+        ours, base = _figure_values(results, figure)
+        rows.append(
+            [
+                figure.label,
+                md.cell(ours, figure.show),
+                md.cell(base, figure.show),
+                md.ratio_cell(ours, base),
+            ]
+        )
+    return md.table(["figure", "changelake", "baseline", "ratio"], rows)
+
+
+def _stages_table(results: Mapping[str, Any]) -> str:
+    rows = [
+        [
+            name,
+            md.cell(_get(results, ("stages", key, "changes_per_s")), md.count),
+            md.cell(_get(results, ("stages", key, "fraction_of_decoding")), lambda f: f"{f:.1%}"),
+        ]
+        for key, name in STAGE_NAMES.items()
+    ]
+    return md.table(["stage", "changes/s", "fraction of decoding"], rows)
+
+
+def _resources_table(results: Mapping[str, Any]) -> str:
+    rows = [
+        [name, f"{usage['cpu_seconds']:,.1f}", md.count(usage["peak_rss_mb"])]
+        for name, usage in (results.get("resources") or {}).items()
+    ]
+    return md.table(["service", "CPU s", "peak MB"], rows)
+
+
+def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.png") -> str:
+    day = datetime.fromisoformat(results["started_at"]).date().isoformat()
+    sections = [
+        f"# changelake benchmark, {day}",
+        _method(results),
+        _figures_table(results),
+        "## Stages",
+        _stages_table(results),
+        *steps_section(
+            _get(results, ("sustained", "steps")) or [], _get(results, ("baseline", "steps"))
+        ),
+        *records_section(results.get("records")),
+        *rounds_section(results.get("rounds")),
+        *query_section(results.get("query")),
+        *quiet_section(results.get("quiet")),
+        *views_section(results.get("views")),
+        *cost_section(results.get("verify_cost")),
+        "## Resources",
+        "CPU seconds and peak resident memory (sum over each service's processes; shared memory "
+        "counts once per process that maps it).",
+        _resources_table(results),
+        "## Freshness and lag over time",
+        f"![freshness and lag]({plot_name})",
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+def write_report(results: Results | Mapping[str, Any], out_dir: Path) -> tuple[Path, Path, Path]:
+    """Write results.json, report.md and freshness.png into `out_dir`; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    full = {**results, "ratios": ratios(results)}
+    json_path, md_path, png_path = (out_dir / name for name in REPORT_FILES)
+    json_path.write_text(to_json(full))
+    md_path.write_text(markdown(full, png_path.name))
+    plot(full.get("timeline") or [], png_path)
+    return json_path, md_path, png_path

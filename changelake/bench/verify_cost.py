@@ -1,0 +1,124 @@
+"""What continuous verification costs the pipeline: the same load against a streaming `run` with
+verification at its default share and with it off (`--verify-share 0`), in the order on, off,
+off, on (a machine that slows down or speeds up over the phase favours neither), each measured
+by the changelog's freshness (median over the commits during the load) and the run's CPU
+seconds. The figure the issue holds it to: freshness with it on no more than 10% worse."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any, TypedDict
+
+from changelake.apply.run_options import RunOptions
+from changelake.bench.resources import Timed, timed
+from changelake.bench.sustained import Lags
+from changelake.chaos.pipeline_process import PipelineProcess
+from changelake.read.verify.verified import WORKED
+
+SHARE = RunOptions().verify_share  # the default a user gets
+SECONDS = 90.0  # of load per run: a few dozen changelog commits
+ORDER = (True, False, False, True)  # verification on or off, run by run
+
+
+class VerifyCost(TypedDict):
+    share: float
+    rate: float  # transactions/s of the load
+    seconds: float  # of load, per run
+    on_p50_s: float | None  # changelog freshness, median over the runs with it on
+    off_p50_s: float | None
+    ratio: float | None  # on / off
+    on_cpu_s: float  # the run's CPU seconds over the load, per run (median)
+    off_cpu_s: float
+    work_s: float  # verification's own steps, over the runs with it on
+
+
+@dataclass
+class CostRun:
+    env: Mapping[str, str]
+    log_dir: Path
+    load: Callable[[float, float], Any]  # (transactions/s, seconds): blocks while it loads
+    lags: Lags
+    streaming: Callable[[], bool]
+    caught_up: Callable[[], bool]
+    wait: Callable[[Callable[[], bool], str, float], None]
+    say: Callable[[str], None]
+
+
+def measure(run: CostRun, rate: float, seconds: float = SECONDS) -> VerifyCost:
+    freshness: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    work = 0.0
+    for number, on in enumerate(ORDER):
+        share = SHARE if on else 0.0
+        log = run.log_dir / f"verify-cost-{number + 1}.log"
+        lags, used = _one(run, share, log, rate, seconds)
+        if lags:
+            freshness[on].append(median(lags))
+        cpu[on].append(used.cpu_s)
+        work += worked_s(log) if on else 0.0
+        shown = f"{median(lags):.1f} s" if lags else "no commits"
+        run.say(
+            f"  verification {'on' if on else 'off'} (share {share:g}): changelog freshness p50 "
+            f"{shown}, the run's CPU {used.cpu_s:.0f} s over {used.seconds:.0f} s"
+        )
+    on_p50 = median(freshness[True]) if freshness[True] else None
+    off_p50 = median(freshness[False]) if freshness[False] else None
+    return VerifyCost(
+        share=SHARE,
+        rate=rate,
+        seconds=seconds,
+        on_p50_s=on_p50,
+        off_p50_s=off_p50,
+        ratio=on_p50 / off_p50 if on_p50 is not None and off_p50 else None,
+        on_cpu_s=median(cpu[True]),
+        off_cpu_s=median(cpu[False]),
+        work_s=work,
+    )
+
+
+def _one(
+    run: CostRun, share: float, log: Path, rate: float, seconds: float
+) -> tuple[list[float], Timed]:
+    """One streaming run at `share` under the load: the changelog's lag at each commit during
+    it, and the run's wall and CPU seconds over it."""
+    pipeline = PipelineProcess(
+        run.env, log, ("--trigger-seconds", "1", "--verify-share", str(share))
+    )
+    pipeline.start()
+    try:
+        run.wait(lambda: pipeline.alive() and run.streaming(), "the pipeline to stream", 600)
+        run.wait(run.caught_up, "the pipeline to catch up", 300)
+        since_ms = time.time_ns() // 10**6
+        with timed(pipeline.pid) as used:
+            run.load(rate, seconds)
+        return [lag for _, lag in run.lags(since_ms, time.time_ns() // 10**6)], used
+    finally:
+        pipeline.stop()
+
+
+def worked_s(log: Path) -> float:
+    """Verification's work seconds, from the line a stopping run logs (0: none)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return sum(float(m["work"]) for m in map(WORKED.search, text.splitlines()) if m)
+
+
+def cost_section(cost: VerifyCost | None) -> list[str]:
+    """The report's paragraph on it (older results: nothing)."""
+    if not cost:
+        return []
+    if cost["ratio"] is None:
+        return ["## What continuous verification costs", "No changelog commits were measured."]
+    worse = (cost["ratio"] - 1) * 100
+    return [
+        "## What continuous verification costs",
+        f"The same load ({cost['rate']:g} transactions/s for {cost['seconds']:.0f} s) against a "
+        f"streaming run with continuous verification at its default share "
+        f"({cost['share']:g}) and without it, twice each (on, off, off, on): changelog "
+        f"freshness p50 {cost['on_p50_s']:.1f} s with it, {cost['off_p50_s']:.1f} s without "
+        f"({worse:+.0f}%; the limit is +10%), the run's CPU {cost['on_cpu_s']:.0f} s against "
+        f"{cost['off_cpu_s']:.0f} s per run; its own steps worked {cost['work_s']:.0f} s in all.",
+    ]

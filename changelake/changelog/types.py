@@ -1,0 +1,201 @@
+"""Debezium's field schemas → Spark types, and the expressions that turn the JSON into them.
+
+Each source column is read by `from_json` as its *raw* type (what the JSON holds: days since the
+epoch, microseconds, ISO text, base64) and converted to the *Spark* type the Delta column keeps.
+Numerics stay decimals with their source precision and scale; nothing becomes a float that was
+not one at the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from changelake.changelog.exceptions import SchemaError
+
+Convert = Callable[[Column], Column]
+MAX_DECIMAL_PRECISION = 38  # Spark's (and Delta's) limit
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    """One field of Debezium's row schema, as the JSON converter describes it."""
+
+    name: str
+    connect_type: str  # int16, int32, int64, float, double, boolean, string, bytes, array, …
+    logical: str | None = None  # e.g. io.debezium.time.Date
+    params: Mapping[str, str] = field(default_factory=dict)
+    optional: bool = True
+    items: SourceColumn | None = None  # the element of an array
+
+
+def source_column(spec: Mapping[str, Any]) -> SourceColumn:
+    """Parse one entry of a JsonConverter struct schema's `fields`."""
+    items = spec.get("items")
+    return SourceColumn(
+        name=str(spec.get("field", "")),
+        connect_type=str(spec["type"]),
+        logical=spec.get("name"),
+        params={str(k): str(v) for k, v in (spec.get("parameters") or {}).items()},
+        optional=bool(spec.get("optional", True)),
+        items=source_column(items) if isinstance(items, Mapping) else None,
+    )
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    raw: T.DataType  # what from_json reads from the event
+    spark: T.DataType  # what the Delta column holds
+    convert: Convert  # raw column → Spark column
+    toastable: bool = False  # Postgres may send it as "unchanged TOAST" (the placeholder)
+
+
+def _same(c: Column) -> Column:
+    return c
+
+
+_INTEGERS: dict[str, T.DataType] = {
+    "int8": T.ByteType(),
+    "int16": T.ShortType(),
+    "int32": T.IntegerType(),
+    "int64": T.LongType(),
+}
+_PLAIN: dict[str, T.DataType] = {
+    **_INTEGERS,
+    # JsonConverter names Connect's FLOAT32 and FLOAT64 "float" and "double".
+    "float": T.FloatType(),
+    "double": T.DoubleType(),
+    "boolean": T.BooleanType(),
+}
+
+
+def _ntz(c: Column) -> Column:
+    # The session time zone is UTC (changelake.spark), so the instant's wall clock is the value.
+    return c.cast(T.TimestampNTZType())
+
+
+def _time_of_day(micros: Column) -> Column:
+    """Microseconds after midnight → `HH:MM:SS[.ffffff]`, trailing zeros trimmed as Postgres
+    prints a `time`."""
+    seconds = F.floor(micros / 1_000_000)
+    fraction = micros - seconds * 1_000_000
+    hms = F.format_string(
+        "%02d:%02d:%02d", F.floor(seconds / 3600), F.floor(seconds / 60) % 60, seconds % 60
+    )
+    digits = F.regexp_replace(F.lpad(fraction.cast("string"), 6, "0"), "0+$", "")
+    return F.when(micros.isNull(), None).otherwise(
+        F.when(fraction == 0, hms).otherwise(F.concat(hms, F.lit("."), digits))
+    )
+
+
+def _decimal_text(value: Any) -> str | None:
+    """Debezium's VariableScaleDecimal struct {scale, value (two's-complement bytes)} → text."""
+    if value is None or value["value"] is None:
+        return None
+    unscaled = int.from_bytes(bytes(value["value"]), "big", signed=True)
+    # Built from text, not with arithmetic, which would round to the context's 28 digits; printed
+    # in plain notation, as Postgres prints it (0.0000001, not 1E-7).
+    return format(Decimal(f"{unscaled}E{-int(value['scale'] or 0)}"), "f")
+
+
+_VARIABLE_DECIMAL = T.StructType(
+    [T.StructField("scale", T.IntegerType()), T.StructField("value", T.BinaryType())]
+)
+
+
+def _variable_decimal(c: Column) -> Column:
+    # Row at a time, as written (with pandas installed Spark would batch it through Arrow).
+    udf = F.udf(_decimal_text, T.StringType(), useArrow=False)
+    return udf(c)
+
+
+def _temporal(col: SourceColumn) -> ColumnType | None:
+    micros_per = {"io.debezium.time.Timestamp": 1000, "io.debezium.time.MicroTimestamp": 1}
+    if col.logical == "io.debezium.time.Date":
+        return ColumnType(T.IntegerType(), T.DateType(), F.date_from_unix_date)
+    if col.logical in micros_per:
+        scale = micros_per[col.logical]
+        return ColumnType(
+            T.LongType(), T.TimestampNTZType(), lambda c: _ntz(F.timestamp_micros(c * scale))
+        )
+    if col.logical == "io.debezium.time.NanoTimestamp":
+        return ColumnType(
+            T.LongType(), T.TimestampNTZType(), lambda c: _ntz(F.timestamp_micros(c / 1000))
+        )
+    if col.logical == "io.debezium.time.ZonedTimestamp":
+        return ColumnType(T.StringType(), T.TimestampType(), lambda c: c.cast(T.TimestampType()))
+    if col.logical == "io.debezium.time.MicroTime":
+        return ColumnType(T.LongType(), T.StringType(), _time_of_day)
+    if col.logical == "io.debezium.time.Time":
+        return ColumnType(T.IntegerType(), T.StringType(), lambda c: _time_of_day(c * 1000))
+    return None
+
+
+def _decimal(col: SourceColumn) -> ColumnType:
+    scale = int(col.params.get("scale", "0"))
+    precision = int(col.params.get("connect.decimal.precision", "0") or 0)
+    if precision == 0:
+        # Debezium names no precision for `money`: a 64-bit count of cents, 19 digits at most.
+        precision = MAX_DECIMAL_PRECISION
+    if precision <= MAX_DECIMAL_PRECISION:
+        dtype = T.DecimalType(precision, scale)
+        return ColumnType(dtype, dtype, _same)
+    # Spark's JSON reader would round a wider number through a double: refuse, loudly.
+    raise SchemaError(
+        f"column {col.name}: numeric({precision},{scale}) is wider than Spark's decimal(38)",
+        "narrow the column, or capture it as text with the connector setting "
+        "decimal.handling.mode=string",
+    )
+
+
+def column_type(col: SourceColumn) -> ColumnType:
+    """How one Debezium field is read and stored."""
+    temporal = _temporal(col)
+    if temporal is not None:
+        return temporal
+    if col.logical == "org.apache.kafka.connect.data.Decimal":
+        return _decimal(col)
+    if col.logical == "io.debezium.data.VariableScaleDecimal":
+        return ColumnType(_VARIABLE_DECIMAL, T.StringType(), _variable_decimal)
+    if col.connect_type in _PLAIN:
+        dtype = _PLAIN[col.connect_type]
+        return ColumnType(dtype, dtype, _same)
+    if col.connect_type == "string":  # text, varchar, json(b), uuid, xml, enums, zoned times
+        return ColumnType(T.StringType(), T.StringType(), _same, toastable=True)
+    if col.connect_type == "bytes":  # bytea, bit strings
+        return ColumnType(T.BinaryType(), T.BinaryType(), _same, toastable=True)
+    if col.connect_type == "array" and col.items is not None:
+        return _array(col.items)
+    # Anything else (geometry, ranges as structs…) is kept as the event's JSON text.
+    return ColumnType(T.StringType(), T.StringType(), _same)
+
+
+def _array(items: SourceColumn) -> ColumnType:
+    element = column_type(items)
+    convert: Convert = (
+        _same if element.convert is _same else (lambda c: F.transform(c, element.convert))
+    )
+    return ColumnType(T.ArrayType(element.raw), T.ArrayType(element.spark), convert, toastable=True)
+
+
+def is_placeholder(raw: Column, dtype: T.DataType, placeholder: str) -> Column:
+    """True where Debezium sent its unchanged-TOAST placeholder instead of the value."""
+    if isinstance(dtype, T.StringType):
+        return F.coalesce(raw == F.lit(placeholder), F.lit(False))
+    if isinstance(dtype, T.BinaryType):
+        return F.coalesce(raw == F.lit(bytearray(placeholder.encode())), F.lit(False))
+    if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.StringType):
+        return F.coalesce(
+            (F.size(raw) == 1) & (F.element_at(raw, 1) == F.lit(placeholder)), F.lit(False)
+        )
+    if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.IntegralType):
+        # An integer array's placeholder is the placeholder's character codes, one per element.
+        codes = F.array(*(F.lit(ord(ch)).cast(dtype.elementType) for ch in placeholder))
+        return F.coalesce(raw == codes, F.lit(False))
+    return F.lit(False)

@@ -1,0 +1,133 @@
+"""The seven kinds of fault, each injected and then healed before the next one.
+
+Every fault is something that happens to real deployments: the pipeline host dies, Connect
+is redeployed or crashes (also in the middle of a bulk load, and resuming where Debezium skips
+the rest of a bulk statement's LSN), the broker restarts, Postgres restarts, the search cluster
+is away for a while. A fault returns a line saying exactly what was done.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from changelake.capture import connectors
+from changelake.chaos.bulk_stop import stop_connect_inside
+from changelake.chaos.first_event import resume_at_first_event
+from changelake.chaos.pipeline_process import PipelineProcess
+from changelake.chaos.workload import Workload
+from changelake.settings import Settings
+from changelake.stack import manager, process
+
+KINDS = (
+    "kill-pipeline",
+    "restart-connect",
+    "stop-connect-in-bulk",
+    "resume-at-first-event",
+    "restart-kafka",
+    "restart-postgres",
+    "stop-opensearch",
+)
+
+
+@dataclass
+class FaultContext:
+    settings: Settings
+    pipeline: PipelineProcess
+    rng: random.Random
+    say: Callable[[str], None]
+    outage_s: tuple[float, float] = (5.0, 20.0)  # how long OpenSearch stays away
+    workload: Workload | None = None  # the round's load
+    connector: str | None = None  # the one whose offsets time the stop inside a bulk
+    # Stops that landed where they meant to (inside a bulk transaction's COPY), by fault kind.
+    landed: Counter[str] = field(default_factory=Counter)
+
+
+def inject(kind: str, ctx: FaultContext) -> str:
+    return FAULTS[kind](ctx)
+
+
+def kill_pipeline(ctx: FaultContext) -> str:
+    ctx.pipeline.kill()
+    ctx.pipeline.start()
+    return "SIGKILL to `changelake run` and its Spark JVM, then started again"
+
+
+def restart_connect(ctx: FaultContext) -> str:
+    # Half the time a crash: Debezium's offsets then lag what it already wrote to Kafka, so
+    # changes arrive twice and the LSN guard must absorb them.
+    hard = ctx.rng.random() < 0.5
+    how = "SIGKILL" if hard else "graceful stop"
+    _bounce(ctx, "connect", signal.SIGKILL if hard else None)
+    return f"Kafka Connect: {how}, then started again"
+
+
+def stop_connect_in_bulk(ctx: FaultContext) -> str:
+    """The workload commits a bulk transaction; Connect stops once it has stored an offset
+    inside that transaction's COPY (gracefully or by SIGKILL), and starts again."""
+    if ctx.workload is None:
+        raise ValueError("stop-connect-in-bulk needs the round's workload")
+    stop = stop_connect_inside(
+        ctx.settings, ctx.workload.bulk, hard=ctx.rng.random() < 0.5, connector=ctx.connector
+    )
+    ctx.landed["stop-connect-in-bulk"] += stop.inside
+    return stop.describe()
+
+
+def resume_first_event(ctx: FaultContext) -> str:
+    """The connector resumes from an offset at the first event of a bulk transaction's shared
+    LSN, where Debezium 3.7.0 skips the rest: only `run`'s seam repair brings those rows."""
+    if ctx.workload is None or ctx.connector is None:
+        raise ValueError("resume-at-first-event needs the round's workload and its connector")
+    with ctx.workload.paused():  # a change committed while the connector stops would be lost
+        resumed = resume_at_first_event(ctx.settings, ctx.connector, ctx.workload.bulk)
+    return resumed.describe()
+
+
+def restart_kafka(ctx: FaultContext) -> str:
+    _bounce(ctx, "kafka")
+    return "Kafka broker: stopped, then started again (Connect and the pipeline kept running)"
+
+
+def restart_postgres(ctx: FaultContext) -> str:
+    _bounce(ctx, "postgres")
+    return "Postgres: fast shutdown, then started again (the workload reconnected)"
+
+
+def stop_opensearch(ctx: FaultContext) -> str:
+    away = ctx.rng.uniform(*ctx.outage_s)
+    _stop(ctx, "opensearch", None)
+    time.sleep(away)  # the outage itself: nothing to wait for, it is the fault
+    manager.up(ctx.settings, ["opensearch"], progress=_quiet)
+    return f"OpenSearch: stopped for {away:.0f} s, then started again"
+
+
+def _bounce(ctx: FaultContext, name: str, sig: int | None = None) -> None:
+    _stop(ctx, name, sig)
+    manager.up(ctx.settings, [name], progress=_quiet)
+    if name == "connect":  # healed once capture runs again, not when the REST API answers
+        connectors.wait_all_running(ctx.settings)
+
+
+def _stop(ctx: FaultContext, name: str, sig: int | None) -> None:
+    (svc,) = manager.services(ctx.settings, [name])
+    process.stop(svc.pidfile, sig or svc.stop_signal, 0 if sig else svc.stop_grace_s)
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+FAULTS: dict[str, Callable[[FaultContext], str]] = {
+    "kill-pipeline": kill_pipeline,
+    "restart-connect": restart_connect,
+    "stop-connect-in-bulk": stop_connect_in_bulk,
+    "resume-at-first-event": resume_first_event,
+    "restart-kafka": restart_kafka,
+    "restart-postgres": restart_postgres,
+    "stop-opensearch": stop_opensearch,
+}

@@ -1,0 +1,365 @@
+"""`changelake status`: how far each derived table has got, and how far behind it still is.
+
+Per table: the LSN and source commit time its last commit applied (from the commit's own
+metadata, so it is exactly what the table holds), how far its changelog and its base table (what
+readers outside changelake see) are behind the source, in seconds and changes, dead letters and
+the pipeline's state; for an indexed table, its index's applied LSN and document count beside
+the table's. Per replication slot: the WAL Postgres keeps for Debezium, and a problem entry once
+that passes `Settings.slot_lag_warn_bytes`.
+
+A service that does not answer becomes an entry in `problems` and `None` in the fields it feeds:
+status is what people run when something is wrong, so it must not fail with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaException
+
+from changelake import exit_codes, kafka_io, tables
+from changelake.apply.run_options import DEFAULTS
+from changelake.exceptions import ChangelakeError, first_line
+from changelake.pg import pg_lsn
+from changelake.read.dropped_columns import dropped, source_columns
+from changelake.read.query import errors_path
+from changelake.read.slot_status import slot_warnings, slots_of
+from changelake.read.table import TableRead, epoch_of, read_table
+from changelake.read.verify.verified import verified
+from changelake.search.client import SearchClient
+from changelake.settings import Settings
+from changelake.sinks.changelog import ChangelogSink, changelog_of
+from changelake.sinks.delta import DELETED, CommitMeta, delta_exists
+from changelake.sinks.search import SearchSink
+from changelake.tables import TableRef
+from changelake.views.derived import derived_views
+from changelake.views.status import views_report
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NOT_RUNNING = "not running"
+# A running pipeline whose base table is further behind its source than its freshness target
+# plus this needs a person (`status` exits UNHEALTHY): the machine cannot fold changes that fast.
+BEHIND_MARGIN_S = 60.0
+# Kafka topic → {partition: (low, high) watermarks}; a topic missing here does not exist yet.
+Marks = dict[str, dict[int, tuple[int, int]]]
+
+
+def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
+    """The whole report as plain JSON-ready data (see print_report for the human view)."""
+    problems: list[str] = []
+    refs = tables.captured(settings)
+    pipeline, states = pipeline_state(settings)
+    # A running pipeline may have been started for some tables only (`--only`).
+    absent = {"state": "not in this run" if pipeline["running"] else NOT_RUNNING, "error": None}
+    marks = _marks(settings.kafka_bootstrap, [r.topic for r in refs], problems)
+    errors = _error_counts(spark, settings)
+    client = SearchClient.of(settings, retry_for_s=0)
+    checked = verified(settings.run_dir)
+    columns = source_columns(settings, refs, problems)
+    report_tables = {
+        ref.name: {
+            **_table_report(spark, settings, ref, marks, columns.get(ref.name)),
+            "index": _index_report(client, ref, problems),
+            "errors": errors.get(ref.topic, 0),
+            "verified": checked.get(ref.name),
+            **states.get(ref.name, absent),
+        }
+        for ref in refs
+    }
+    if pipeline["running"]:
+        problems += behind_target(report_tables, pipeline["freshness_target_s"])
+    slots = slots_of(settings, refs, problems)
+    owners = {r.slot: r.connector for r in refs if r.slot}
+    problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
+    views = views_report(spark, derived_views(settings, refs))
+    return {
+        "pipeline": pipeline,
+        "tables": report_tables,
+        "views": views,
+        "slots": slots,
+        "problems": problems,
+    }
+
+
+# Exit codes of `status` (README, "The command line").
+HEALTHY, UNHEALTHY, NOT_RUNNING_CODE = (
+    exit_codes.OK,
+    exit_codes.NEEDS_A_PERSON,
+    exit_codes.NOT_RUNNING,
+)
+
+
+def behind_target(report_tables: dict[str, dict[str, Any]], target_s: float) -> list[str]:
+    """A problem per base table further behind its source than the target plus BEHIND_MARGIN_S."""
+    found = []
+    for name, t in sorted(report_tables.items()):
+        lag = t.get("base_lag_s")
+        if lag is None or lag <= target_s + BEHIND_MARGIN_S:
+            continue
+        found.append(
+            f"{name}: its base table is {lag:.0f}s behind its source ({t['base_lag_changes']:,}"
+            f" changes), over the {target_s:g}s freshness target by more than"
+            f" {BEHIND_MARGIN_S:.0f}s: the run's compaction lines say how long each round takes;"
+            " a longer `run --freshness-target`, or fewer tables per run, lets it keep up"
+        )
+    return found
+
+
+def exit_code(report: dict[str, Any]) -> int:
+    """UNHEALTHY when something needs a person: a table stopped or failed, or a problem (a
+    service unreachable, a slot holding too much WAL); else HEALTHY while the pipeline runs and
+    NOT_RUNNING_CODE when none does."""
+    if report["problems"] or _troubled(report["tables"]):
+        return UNHEALTHY
+    return HEALTHY if report["pipeline"]["running"] else NOT_RUNNING_CODE
+
+
+STOPPED_STATES = ("stopped", "failed")  # a table's states that apply nothing until a person acts
+
+
+def _troubled(states: dict[str, dict[str, Any]]) -> list[str]:
+    """Each table that stopped, failed or carries an error, as "name state: error"."""
+    return [
+        f"{name} {s['state']}" + (f": {s['error']}" if s.get("error") else "")
+        for name, s in sorted(states.items())
+        if s.get("error") or s["state"] in STOPPED_STATES
+    ]
+
+
+def pipeline_health(settings: Settings) -> tuple[int, str]:
+    """`status --pipeline`: the running pipeline's own health, from its state file alone (no
+    Spark session, no service calls), for a container healthcheck: the exit code and a line."""
+    pipeline, states = pipeline_state(settings)
+    if not pipeline["running"]:
+        where = settings.run_dir / "pipeline.json"
+        return NOT_RUNNING_CODE, f"no pipeline runs (no live process named in {where})"
+    said = f"pipeline pid {pipeline['pid']}, {len(states)} tables"
+    code = exit_code({"pipeline": pipeline, "tables": states, "problems": []})
+    if code != HEALTHY:
+        return code, f"{said}; " + "; ".join(_troubled(states))
+    return code, f"{said}, none stopped or failed"
+
+
+# --- The running pipeline ----------------------------------------------------------------------
+
+
+def pipeline_state(settings: Settings) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The pipeline's pid and per-table states, from pipeline.json if its process is alive.
+
+    The file outlives a crashed or killed pipeline, so it is believed only while its pid runs.
+    """
+    doc = _read_json(settings.run_dir / "pipeline.json")
+    pid = doc.get("pid") if isinstance(doc, dict) else None
+    if not isinstance(pid, int) or not _alive(pid):
+        return {"running": False, "pid": None, "started": None}, {}
+    target = doc.get("freshness_target_s")
+    states = {
+        str(name): {"state": str(t.get("state", "unknown")), "error": t.get("error")}
+        for name, t in (doc.get("tables") or {}).items()
+        if isinstance(t, dict)
+    }
+    target_s = float(target) if isinstance(target, int | float) else DEFAULTS.freshness_target_s
+    return {
+        "running": True,
+        "pid": pid,
+        "started": doc.get("started"),
+        "freshness_target_s": target_s,
+        "views_file": doc.get("views_file"),
+    }, states
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # absent, or caught half-written
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, but belongs to another user
+        return True
+    return True
+
+
+# --- Delta tables ------------------------------------------------------------------------------
+
+
+def _table_report(
+    spark: SparkSession,
+    settings: Settings,
+    ref: TableRef,
+    marks: Marks | None,
+    source: set[str] | None,
+) -> dict[str, Any]:
+    path = ref.path(settings.lake)
+    read = read_table(spark, path, ref.soft_delete) if delta_exists(spark, path) else None
+    meta = read.meta if read is not None else None
+    lsn = meta.max_lsn if meta else None
+    waiting = _lag(marks, ref.topic, meta)
+    since = _waiting_since(settings.kafka_bootstrap, marks, ref.topic, meta) if waiting else None
+    return {
+        "exists": read is not None,
+        **(_row_counts(read) if read is not None else {"rows": None, "soft_deleted": None}),
+        "applied_lsn": lsn,
+        "applied_lsn_pg": pg_lsn(lsn) if lsn is not None else None,
+        "source_commit_time": meta.max_source_ts if meta else None,
+        "lag_records": waiting,
+        **_lags(spark, path, read, waiting, since),
+        "dropped_columns": dropped(read.rows.columns, source) if read is not None else [],
+    }
+
+
+def _waiting_since(
+    bootstrap: str, marks: Marks | None, topic: str, meta: CommitMeta | None
+) -> float | None:
+    """When (epoch seconds) the oldest record not applied yet was written to the topic; None
+    when nothing waits but a trailing tombstone (a delete's, which applies nothing) or Kafka
+    does not answer."""
+    if marks is None or topic not in marks:
+        return None
+    done = meta.offsets if meta else {}
+    found = []
+    for partition, (low, high) in marks[topic].items():
+        first = max(low, min(high, done.get(str(partition), low)))
+        if first >= high:
+            continue
+        try:
+            record = kafka_io.fetch_one(bootstrap, topic, partition, first, timeout_s=5)
+        except ChangelakeError:  # compacted away meanwhile, or Kafka slow: no figure
+            continue
+        if record.value is None and first == high - 1:
+            continue
+        if record.timestamp_ms is not None:
+            found.append(record.timestamp_ms / 1000)
+    return min(found, default=None)
+
+
+def _lags(
+    spark: SparkSession,
+    path: str,
+    read: TableRead | None,
+    waiting: int | None,
+    since: float | None,
+) -> dict[str, Any]:
+    """How far behind the source the changelog (changelake's own reads) and the base table
+    (every other reader) are. The changelog: the records not applied yet, and the seconds since
+    the oldest of them was written (`since`; 0 when none wait). The base table: the changes it
+    lacks (in its changelog, and not applied yet), and the seconds since the oldest of them was
+    committed (the changelog's lag when its changelog holds none of them)."""
+    from pyspark.sql import functions as F
+
+    from changelake.changelog.decode import SOURCE_TS
+
+    if read is None or read.meta is None:
+        return dict.fromkeys(_LAG_FIELDS)
+    now = time.time()
+    log_s = None if waiting is None else 0.0
+    if since is not None:
+        log_s = max(0.0, now - since)
+    changes, base_s = 0, log_s
+    if read.pending is not None:  # epochs the base table has not folded in yet
+        rows = ChangelogSink(spark, changelog_of(path)).rows(epoch_of(read.base_meta))
+        # As epoch seconds: a collected timestamp is in the host's zone, not the session's.
+        found = rows.agg(F.count("*"), F.min(F.unix_micros(SOURCE_TS))).first()
+        assert found is not None  # a global aggregate always has one row
+        changes = int(found[0])
+        if found[1] is not None:
+            base_s = max(log_s or 0.0, now - int(found[1]) / 1e6)
+    return {
+        "changelog_lag_s": log_s,
+        "changelog_lag_changes": waiting,
+        "base_lag_s": base_s,
+        "base_lag_changes": changes + (waiting or 0),
+    }
+
+
+_LAG_FIELDS = ("changelog_lag_s", "changelog_lag_changes", "base_lag_s", "base_lag_changes")
+
+
+def _index_report(
+    client: SearchClient, ref: TableRef, problems: list[str]
+) -> dict[str, Any] | None:
+    """The index's alias, generation, documents and applied LSN (None: the table is not indexed)."""
+    if ref.search is None:
+        return None
+    sink = SearchSink(client, ref.search, ref.topic, lambda _text: None)
+    report: dict[str, Any] = {"alias": sink.alias, "index": None, "docs": None}
+    report |= {"applied_lsn": None, "applied_lsn_pg": None}
+    try:
+        indexes = sink.indexes()
+        if indexes:
+            count = client.request("GET", f"/{sink.alias}/_count")
+            report |= {"index": indexes[0], "docs": int(count["count"])}
+        state = sink.state() or {}
+    except ChangelakeError as exc:
+        if not any(p.startswith("OpenSearch") for p in problems):
+            problems.append(first_line(exc))
+        return report
+    lsn = state.get("applied_lsn")
+    if lsn is not None:
+        report |= {"applied_lsn": int(lsn), "applied_lsn_pg": pg_lsn(int(lsn))}
+    return report
+
+
+def _row_counts(read: TableRead) -> dict[str, int | None]:
+    """Live rows; a soft-delete table also reports the rows marked deleted (kept, not counted)."""
+    from pyspark.sql import functions as F
+
+    df = read.rows
+    if not read.soft_delete:
+        return {"rows": df.count(), "soft_deleted": None}
+    row = df.agg(
+        F.count(F.when(~F.col(DELETED), True)), F.count(F.when(F.col(DELETED), True))
+    ).first()
+    assert row is not None  # a global aggregate always has one row
+    return {"rows": int(row[0]), "soft_deleted": int(row[1])}
+
+
+def _error_counts(spark: SparkSession, settings: Settings) -> dict[str, int]:
+    """Dead letters per source topic (one pass over `_errors`)."""
+    from delta.tables import DeltaTable
+
+    path = errors_path(settings)
+    if not DeltaTable.isDeltaTable(spark, path):
+        return {}
+    counts = spark.read.format("delta").load(path).groupBy("topic").count().collect()
+    return {str(r["topic"]): int(r["count"]) for r in counts}
+
+
+# --- Kafka -------------------------------------------------------------------------------------
+
+
+def _marks(bootstrap: str, topics: list[str], problems: list[str]) -> Marks | None:
+    """Watermarks of the captured topics that exist, or None if Kafka does not answer."""
+    try:
+        existing = set(kafka_io.list_topics(bootstrap))
+        return {t: kafka_io.watermarks(bootstrap, t) for t in topics if t in existing}
+    except ChangelakeError as exc:  # its message already names Kafka and the address
+        problems.append(f"kafka: {first_line(exc)}")
+    except KafkaException as exc:
+        problems.append(f"kafka: cannot read topic offsets at {bootstrap}: {first_line(exc)}")
+    return None
+
+
+def _lag(marks: Marks | None, topic: str, meta: CommitMeta | None) -> int | None:
+    """Records still to apply: per partition, the high watermark minus the next offset to read.
+
+    Before the first commit a partition is read from its low watermark (older offsets are gone).
+    Compaction leaves gaps in the offsets, so this counts offsets: an upper bound on records.
+    """
+    if marks is None or topic not in marks:
+        return None
+    done = meta.offsets if meta else {}
+    return sum(
+        high - max(low, min(high, done.get(str(p), low))) for p, (low, high) in marks[topic].items()
+    )

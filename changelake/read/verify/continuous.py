@@ -1,0 +1,326 @@
+"""Continuous verification: a streaming run compares each table's source rows with its lake rows
+in the background, one key range at a time, and has Debezium re-send what differs, with nobody
+running `verify`.
+
+The source moves while it is compared, so a first difference is only a suspect: the range is
+compared again, lake first, then source, once the pipeline has applied every change committed
+before the first look (the replication slot has confirmed the WAL position read with it, and the
+table's stream has read its topic to the end offsets it had then), and no sooner than
+RECHECK_S after it. A key still differing whose source
+row is the very same row version (the same `xmin`, or absent both times) is a real difference:
+its last change committed before the first look, so the lake should hold it by now. Those keys
+are re-sent through the connector's signal table (the same incremental snapshot as `verify
+--repair`); keys the source no longer has cannot be re-sent (a snapshot sends no delete) and are
+reported. A key re-sent once and found again at the same row version is not re-sent in a loop:
+it is reported once as not repairable by a re-send.
+
+Its pace is a share of the time (`share`): after a step that took t seconds, it rests
+t * (1 - share) / share, so it takes at most that share of one core's time, less on a busy
+machine (a step's wall time includes its waits). Each table's last full pass, and what it
+re-sent, are kept in `verified.json` in the run directory, which `status` shows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from pyspark.sql import DataFrame, SparkSession
+
+from changelake import kafka_io, run_log
+from changelake.capture.resend import Request, send
+from changelake.exceptions import first_line
+from changelake.read.table import read_table
+from changelake.read.verify.command import (
+    captured_columns,
+    comparable,
+    source_columns,
+    table_sql,
+)
+from changelake.read.verify.diff import row_hash
+from changelake.read.verify.ranges import (
+    TEXT_TYPES,
+    Key,
+    KeyColumn,
+    KeyRange,
+    next_boundary_query,
+)
+from changelake.read.verify.sides import (
+    Comparable,
+    Rows,
+    connect,
+    lake_frame,
+    lake_range,
+    source_range,
+)
+from changelake.read.verify.verified import pass_line, record, work_line
+from changelake.settings import Settings
+from changelake.tables import TableRef, source_of_table
+
+# Source rows per step: what each side holds in memory at once. A step's fixed cost (the lake's
+# read planned, its changelog's newest changes found) is a few seconds on a busy small machine,
+# so fewer, larger steps make a pass shorter at the same share.
+RANGE_ROWS = 20_000
+POOL = "verify"  # its Spark scheduler pool, see fairscheduler.xml
+IDLE_S = 5.0  # how long it rests when no table can be compared
+RECHECK_S = 10.0  # a range that differed is compared again this long after, at the soonest
+Out = Callable[[str], None]
+
+
+@dataclass
+class Suspect:
+    part: KeyRange
+    versions: dict[Key, str | None]  # each differing key's source row version (None: absent)
+    due: float  # time.monotonic
+    lsn: str  # the source's WAL position at the first look
+    ends: dict[str, int] | None = None  # the topic's end offsets once the slot confirmed `lsn`
+
+
+@dataclass
+class Progress:
+    cursor: Key | None = None  # the next range's lower bound (None: a pass starts)
+    rows: int = 0  # compared in this pass
+    started: float = field(default_factory=time.monotonic)  # this pass
+    busy: float = 0.0  # seconds of steps in this pass
+    suspects: list[Suspect] = field(default_factory=list)
+    resent: dict[Key, str] = field(default_factory=dict)  # key → the version re-sent
+
+
+@dataclass(frozen=True)
+class Side:
+    """What a step needs to read one table on both sides."""
+
+    ref: TableRef
+    key: list[KeyColumn]
+    how: Comparable
+    columns: list[str] | None
+    frame: DataFrame  # the lake's live rows (lake_frame)
+
+
+class ContinuousVerifier:
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        share: float,
+        tables: Callable[[], list[TableRef]],
+        applied: Callable[[str], dict[str, int]],
+        out: Out,
+    ):
+        """`tables()`: the tables to compare now (those the run streams); `applied(table)`: per
+        partition, the next offset its stream reads."""
+        self.spark, self.settings, self.share = spark, settings, share
+        self.tables, self.applied, self.out = tables, applied, out
+        self.progress: dict[str, Progress] = {}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="changelake-verify", daemon=True)
+        self._said: set[str] = set()
+        self.steps, self.rows, self.work_s = 0, 0, 0.0  # over the run, passes complete or not
+        self._step_started: float | None = None  # the step running now (monotonic)
+
+    def start(self) -> None:
+        if self.share > 0:
+            self.thread.start()
+
+    def stop(self, wait_s: float) -> None:
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(wait_s)
+        steps, work_s, running = self.steps, self.work_s, self._step_started
+        if running is not None:  # a step left behind counts the time it has worked so far
+            steps, work_s = steps + 1, work_s + time.monotonic() - running
+        if steps:
+            self.out(work_line(steps, self.rows, work_s))
+
+    def _loop(self) -> None:
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
+        turn = 0
+        while not self.stopping.is_set():
+            refs = [r for r in self.tables() if not r.events]
+            if not refs:
+                self.stopping.wait(IDLE_S)
+                continue
+            ref = refs[turn % len(refs)]
+            turn += 1
+            worked = self.work_s
+            try:
+                self.step(ref)
+            except Exception as exc:  # a table being rebuilt, the source unreachable: next turn
+                if self.stopping.is_set():
+                    return  # the run's Spark stopping under a step
+                self._say_once(ref.name, f"{ref.name}: not verified now: {first_line(exc)}")
+            busy = self.work_s - worked  # the step's own time (it counts it, failing or not)
+            self.stopping.wait(max(0.5, busy * (1 - self.share) / self.share))
+
+    def step(self, ref: TableRef) -> None:
+        """Compare one range of `ref`: a suspect's, when one is due, else the next one."""
+        progress = self.progress.setdefault(ref.name, Progress())
+        started, rows = time.monotonic(), progress.rows
+        self._step_started = started
+        try:
+            complete = self._step(ref, progress)
+        finally:
+            self._step_started = None
+            took = time.monotonic() - started
+            progress.busy += took
+            self.steps, self.work_s = self.steps + 1, self.work_s + took
+            self.rows += progress.rows - rows
+        if complete:
+            record(self.settings.run_dir, ref.name, verified_at=time.time(), rows=progress.rows)
+            took = time.monotonic() - progress.started
+            self.out(pass_line(ref.name, progress.rows, took, progress.busy))
+            self.progress[ref.name] = Progress(suspects=progress.suspects, resent=progress.resent)
+
+    def _step(self, ref: TableRef, progress: Progress) -> bool:
+        """True when the step completed a pass over the table."""
+        dsn = source_of_table(self.settings, ref).dsn()
+        with connect(dsn) as conn:
+            side = self._side(conn, ref)
+            if side is None:
+                return False
+            now = time.monotonic()
+            due = next((s for s in progress.suspects if self._applied(conn, ref, s)), None)
+            if due is not None:
+                progress.suspects.remove(due)
+                self._recheck(conn, dsn, side, progress, due)
+                return False
+            query, params = next_boundary_query(
+                table_sql(ref), side.key, progress.cursor, RANGE_ROWS
+            )
+            found = conn.execute(query, params).fetchone()
+            part = KeyRange(progress.cursor, tuple(found) if found else None)
+            source, versions = _source(conn, side, part)
+            lsn = str(_one(conn, "SELECT pg_current_wal_lsn()::text"))
+            lake = lake_range(side.frame, side.key, part, side.how)
+            conn.rollback()
+        suspects = _differing(source, lake)
+        # One suspect per range: a table that lags for passes on end must not pile them up.
+        if suspects and all(s.part != part for s in progress.suspects):
+            wanted = {k: versions.get(k) for k in suspects}
+            progress.suspects.append(Suspect(part, wanted, now + RECHECK_S, lsn))
+        progress.rows += len(source)
+        progress.cursor = part.upper
+        return part.upper is None
+
+    def _applied(self, conn: psycopg.Connection[Any], ref: TableRef, suspect: Suspect) -> bool:
+        """Whether the table has applied every change committed before `suspect`'s first look."""
+        if suspect.due > time.monotonic():
+            return False
+        if suspect.ends is None:
+            confirmed = _one(
+                conn,
+                "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
+                " WHERE slot_name = %s",
+                (suspect.lsn, ref.slot),
+            )
+            conn.rollback()
+            if not confirmed:
+                return False
+            watermarks = kafka_io.watermarks(self.settings.kafka_bootstrap, ref.topic)
+            suspect.ends = {str(p): high for p, (_, high) in watermarks.items()}
+        applied = self.applied(ref.name)
+        return all(applied.get(p, 0) >= end for p, end in suspect.ends.items())
+
+    def _side(self, conn: psycopg.Connection[Any], ref: TableRef) -> Side | None:
+        from changelake.sinks.delta import delta_exists
+
+        path = ref.path(self.settings.lake)
+        if not delta_exists(self.spark, path):
+            return None
+        read = read_table(self.spark, path, ref.soft_delete)
+        if read.meta is None or not read.meta.key:
+            return None
+        types = source_columns(conn, ref)
+        key = [KeyColumn(k, types.get(k, "") in TEXT_TYPES) for k in read.meta.key]
+        how = comparable(types, read.rows)
+        frame = lake_frame(read.rows, ref.soft_delete)
+        return Side(ref, key, how, captured_columns(types, ref), frame)
+
+    def _recheck(
+        self,
+        conn: psycopg.Connection[Any],
+        dsn: str,
+        side: Side,
+        progress: Progress,
+        suspect: Suspect,
+    ) -> None:
+        lake = lake_range(side.frame, side.key, suspect.part, side.how)  # lake first: see above
+        source, versions = _source(conn, side, suspect.part)
+        conn.rollback()
+        still = _differing(source, lake)
+        real = [k for k, v in suspect.versions.items() if k in still and versions.get(k) == v]
+        if not real:
+            return
+        ref = side.ref
+        extra = [k for k in real if k not in source]
+        again = [k for k in real if k in source and progress.resent.get(k) == versions[k]]
+        resend = [k for k in real if k in source and k not in again]
+        if extra or again:
+            record(self.settings.run_dir, ref.name, unrepaired=len(extra) + len(again))
+            self.out(
+                run_log.warning(
+                    f"{ref.name}: verification found {len(extra):,} rows the source no longer "
+                    f"has and {len(again):,} still different after a re-send (e.g. "
+                    f"{_sample(extra + again)}): a re-send cannot mend them; `changelake "
+                    f"run --resnapshot {ref.name}` rebuilds the table"
+                )
+            )
+        if not resend:
+            return
+        if not ref.signal_table:
+            self._say_once(
+                f"{ref.name}/signal",
+                run_log.warning(
+                    f"{ref.name}: verification found {len(resend):,} rows the lake lacks or "
+                    f"holds otherwise, and {ref.connector} has no signal table to re-send them"
+                ),
+            )
+            return
+        signal_id = send(dsn, ref.signal_table, [Request(ref, side.key, resend)])
+        for k in resend:
+            progress.resent[k] = versions[k] or ""
+        record(self.settings.run_dir, ref.name, resent=len(resend))
+        self.out(
+            f"{ref.name}: verification found {len(resend):,} rows the lake lacks or holds "
+            f"otherwise (e.g. {_sample(resend)}); asked {ref.connector} to re-send them "
+            f"(signal {signal_id})"
+        )
+
+    def _say_once(self, topic: str, line: str) -> None:
+        if topic not in self._said:
+            self._said.add(topic)
+            self.out(line)
+
+
+def _source(
+    conn: psycopg.Connection[Any], side: Side, part: KeyRange
+) -> tuple[Rows, dict[Key, str]]:
+    """The range's source rows (comparable) and each row's version, read in one snapshot."""
+    versions: dict[Key, str] = {}
+    rows = source_range(conn, table_sql(side.ref), side.key, part, side.columns, versions)
+    return {k: side.how.row(r) for k, r in rows.items()}, versions
+
+
+def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Any:
+    row = conn.execute(query, params).fetchone()
+    return row[0] if row else None
+
+
+def _differing(source: Rows, lake: Rows) -> set[Key]:
+    """Keys missing from, extra in, or held otherwise by the lake. Only the source's columns are
+    compared: a column dropped at the source keeps its last values in the lake, by design."""
+    keys = source.keys() ^ lake.keys()
+    for k in source.keys() & lake.keys():
+        row = source[k]
+        if row_hash(row) != row_hash({c: lake[k].get(c, "<no column>") for c in row}):
+            keys.add(k)
+    return set(keys)
+
+
+def _sample(keys: list[Key], count: int = 3) -> str:
+    shown = [str(k[0]) if len(k) == 1 else str(k) for k in keys[:count]]
+    return ", ".join(shown) + (", …" if len(keys) > count else "")

@@ -1,0 +1,336 @@
+"""A table's base Delta table: created by one snapshot append, then changed by one MERGE per
+compaction (the batches append to its changelog, see sinks/changelog.py).
+
+Every commit records, in its userMetadata, the Kafka offsets it covers (the next offset to read
+per partition), the highest LSN and source commit time applied, and the key. A MERGE is made
+idempotent by Delta's transaction identifiers (application id + compacted epoch); the LSN guard
+makes any replayed change a no-op as well.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from changelake.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
+from changelake.changelog.evolution import Evolution
+from changelake.changelog.plan import Truncate
+from changelake.exceptions import RetryableError
+from changelake.sinks import delta_log
+
+if TYPE_CHECKING:
+    from changelake.tables import TableRef
+
+DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
+META_COLUMNS = (LSN, OP, SOURCE_TS)
+SOFT_COLUMNS = (DELETED, DELETED_AT)
+EVENT_COLUMNS = (PARTITION, OFFSET)  # an event table's rows say where each change came from
+# One dead letter per record and reason, compared NULL-safely: a document OpenSearch refused
+# during a reindex has no Kafka partition or offset, and must not be added again by each rebuild.
+ERROR_KEY = ("topic", "partition", "offset", "reason")
+# The `_errors` table's columns (Kafka's own types for partition and offset).
+ERRORS_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("value", T.StringType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("at", T.TimestampType()),
+    ]
+)
+ERRORS_ATTEMPTS = 5
+# Delta's write conflicts. In delta-spark's Python API they share no base class (each derives
+# from PySparkException alone): catching DeltaConcurrentModificationException misses the rest.
+WRITE_CONFLICTS: tuple[type[Exception], ...] = (
+    DeltaConcurrentModificationException,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+_TXN_APP, _TXN_VERSION = (
+    "spark.databricks.delta.write.txnAppId",
+    "spark.databricks.delta.write.txnVersion",
+)
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+LOOK_BACK = 50  # commits searched for the newest one with changelake's metadata
+
+
+def furthest(offsets: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:
+    """Per partition, the further of two next-offsets to read: progress never goes back."""
+    return {p: max(offsets.get(p, 0), more.get(p, 0)) for p in {*offsets, *more}}
+
+
+@dataclass(frozen=True)
+class CommitMeta:
+    """What a commit covers; stored as JSON in the commit's userMetadata."""
+
+    kind: str  # snapshot | apply
+    topic: str
+    offsets: dict[str, int]  # partition → next offset to read
+    max_lsn: int
+    max_source_ts: str | None
+    key: tuple[str, ...]
+    changes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"changelake": 1, **asdict(self)}, sort_keys=True)
+
+    @staticmethod
+    def parse(text: str | None) -> CommitMeta | None:
+        try:
+            doc = json.loads(text or "")
+        except ValueError:
+            return None
+        if not isinstance(doc, dict) or doc.pop("changelake", None) != 1:
+            return None
+        doc["key"] = tuple(doc.get("key") or ())
+        return CommitMeta(**doc)
+
+
+def latest_commit(spark: SparkSession, path: str) -> tuple[int, CommitMeta | None]:
+    """A Delta table's newest version, and the newest commit metadata at or before it (schema
+    changes and deletes record none), from its commit files (see sinks/delta_log.py)."""
+    version = delta_log.newest_version(spark, path)
+    if version < 0:
+        raise LookupError(f"no Delta table at {path}")
+    for v in range(version, max(-1, version - LOOK_BACK), -1):
+        info = delta_log.commit_info(spark, path, v)
+        meta = CommitMeta.parse(info.get("userMetadata")) if info else None
+        if meta is not None:
+            return version, meta
+    return version, None
+
+
+def data_schema(spark: SparkSession, path: str, skip: set[str]) -> T.StructType:
+    """A Delta table's columns, without changelake's own (`skip`)."""
+    schema = spark.read.format("delta").load(path).schema
+    return T.StructType([f for f in schema.fields if f.name not in skip])
+
+
+def delta_exists(spark: SparkSession, path: str) -> bool:
+    if DeltaTable.isDeltaTable(spark, path):
+        return True
+    # isDeltaTable answers from a log cached per path: if this session first looked while
+    # another process had only created the empty _delta_log, it keeps saying no. forPath
+    # reads the log afresh (and refreshes the cache).
+    try:
+        DeltaTable.forPath(spark, path)
+    except AnalysisException:
+        return False
+    return True
+
+
+def evolve(spark: SparkSession, path: str, evolution: Evolution) -> None:
+    """Columns added and types widened, as `evolution` says, in the Delta table at `path`."""
+    table = f"delta.{q(path)}"
+    if evolution.add:
+        cols = ", ".join(f"{q(f.name)} {f.dataType.simpleString()}" for f in evolution.add)
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({cols})")
+    for f in evolution.widen:
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        spark.sql(f"ALTER TABLE {table} ALTER COLUMN {q(f.name)} TYPE {f.dataType.simpleString()}")
+
+
+# Table properties of the tables appended every round (changelogs, stored histories). Delta
+# writes a checkpoint (the table's whole state, as Parquet) inside every tenth commit by default:
+# that stalled one round in three or four by 2-5 s. A reader replays at most this many small
+# commit files after the newest checkpoint.
+APPENDED_OFTEN = {"delta.checkpointInterval": "100"}
+
+
+def keep_properties(spark: SparkSession, path: str, properties: Mapping[str, str]) -> None:
+    """Give the Delta table at `path`, if there is one, these table properties where it lacks
+    them (a write sets its `delta.*` options only as it creates the table)."""
+    if not delta_exists(spark, path):
+        return
+    # From the log's metadata alone: detail() also counts files and bytes, a read of the whole
+    # table state that cost ~1 s per table, and a cold run's first one ~5 s, in its first batch.
+    held = {
+        r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.{q(path)}").collect()
+    }
+    stale = {k: v for k, v in properties.items() if held.get(k) != v}
+    if stale:
+        listed = ", ".join(f"'{k}' = '{v}'" for k, v in stale.items())
+        spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ({listed})")
+
+
+def q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class DeltaSink:
+    def __init__(
+        self,
+        spark: SparkSession,
+        path: str,
+        name: str,
+        soft_delete: bool = False,
+        deletion_vectors: bool = False,
+    ):
+        self.spark, self.path, self.name, self.soft_delete = spark, path, name, soft_delete
+        self.deletion_vectors = deletion_vectors  # whether create() turns them on
+
+    @classmethod
+    def of(cls, spark: SparkSession, table: TableRef, lake: str) -> DeltaSink:
+        """A captured table's base table in `lake`, with the options lake.json gives it."""
+        return cls(spark, table.path(lake), table.name, table.soft_delete, table.deletion_vectors)
+
+    def exists(self) -> bool:
+        return delta_exists(self.spark, self.path)
+
+    def latest(self) -> tuple[int, CommitMeta | None]:
+        """The table's newest version, and the newest commit metadata at or before it."""
+        return latest_commit(self.spark, self.path)
+
+    def data_schema(self) -> T.StructType:
+        return data_schema(self.spark, self.path, {*META_COLUMNS, *SOFT_COLUMNS, *EVENT_COLUMNS})
+
+    def create(self, rows: DataFrame, meta: CommitMeta) -> None:
+        """The snapshot: one append that creates the table and records the offsets it covers."""
+        if self.soft_delete:
+            rows = rows.withColumn(DELETED, F.lit(False)).withColumn(
+                DELETED_AT, F.lit(None).cast("timestamp")
+            )
+        (
+            rows.write.format("delta")
+            .mode("append")
+            .option("userMetadata", meta.to_json())
+            .option("delta.enableDeletionVectors", str(self.deletion_vectors).lower())
+            .save(self.path)
+        )
+
+    def append(self, rows: DataFrame, meta: CommitMeta) -> None:
+        """An event table's batch (or snapshot): its rows appended in one commit recording the
+        offsets it covers (the stream restarts from those, so none is appended twice); a column
+        the table gained is added (mergeSchema)."""
+        (
+            rows.write.format("delta")
+            .mode("append")
+            .option("userMetadata", meta.to_json())
+            .option("mergeSchema", "true")
+            .option("delta.enableDeletionVectors", "false")
+            .save(self.path)
+        )
+
+    def written_rows(self) -> int:
+        """The rows the table's newest commit wrote, from the metrics in its commit file: no
+        scan of the data, and none of the jobs reading the history would start."""
+        info = delta_log.commit_info(
+            self.spark, self.path, delta_log.newest_version(self.spark, self.path)
+        )
+        return int((info or {}).get("operationMetrics", {}).get("numOutputRows", 0))
+
+    def evolve(self, evolution: Evolution) -> None:
+        evolve(self.spark, self.path, evolution)
+
+    def merge(
+        self,
+        rows: DataFrame,
+        key: Sequence[str],
+        truncate: Truncate | None,
+        meta: CommitMeta,
+        app_id: str,
+        version: int,
+    ) -> None:
+        """ONE MERGE of the newest change per key, LSN-guarded, as one idempotent commit.
+        `truncate`: one the rows come after, not applied to this table yet."""
+        spark = rows.sparkSession
+        data = [c for c in rows.columns if c not in key and c not in META_COLUMNS]
+        spark.conf.set(_TXN_APP, app_id)
+        spark.conf.set(_TXN_VERSION, str(version))
+        spark.conf.set(_USER_METADATA, meta.to_json())
+        try:
+            self._merge_builder(rows, key, data, truncate).execute()
+        finally:
+            for conf in (_TXN_APP, _TXN_VERSION, _USER_METADATA):
+                spark.conf.unset(conf)
+
+    def _merge_builder(
+        self, rows: DataFrame, key: Sequence[str], data: Sequence[str], truncate: Truncate | None
+    ) -> Any:
+        target = DeltaTable.forPath(rows.sparkSession, self.path)
+        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in key)
+        newer = f"s.{q(LSN)} > t.{q(LSN)}"
+        is_delete = f"s.{q(OP)} = 'd'"
+        meta: dict[str, str | Column] = {c: f"s.{q(c)}" for c in META_COLUMNS}
+        values: dict[str, str | Column] = {**{c: f"s.{q(c)}" for c in (*key, *data)}, **meta}
+        update: dict[str, str | Column] = {c: f"s.{q(c)}" for c in data}
+        update |= meta
+        if self.soft_delete:
+            values |= {DELETED: "false", DELETED_AT: "null"}
+            update |= {DELETED: "false", DELETED_AT: "null"}
+        builder = target.alias("t").merge(rows.alias("s"), on)
+        if self.soft_delete:
+            soft: dict[str, str | Column] = {**meta, DELETED: "true"}
+            soft[DELETED_AT] = f"s.{q(SOURCE_TS)}"
+            builder = builder.whenMatchedUpdate(f"{is_delete} AND {newer}", soft)
+        else:
+            builder = builder.whenMatchedDelete(f"{is_delete} AND {newer}")
+        builder = builder.whenMatchedUpdate(newer, update)
+        builder = builder.whenNotMatchedInsert(f"NOT {is_delete}", values)
+        if truncate is not None:
+            wiped = f"t.{q(LSN)} < {int(truncate.lsn)}"
+            if self.soft_delete:  # stamped with the truncate's time, as readers show it
+                at = F.lit(truncate.source_ts).cast("timestamp")
+                builder = builder.whenNotMatchedBySourceUpdate(
+                    f"{wiped} AND NOT t.{q(DELETED)}", {DELETED: F.lit(True), DELETED_AT: at}
+                )
+            else:
+                builder = builder.whenNotMatchedBySourceDelete(wiped)
+        return builder
+
+
+class ErrorsSink:
+    """The `_errors` table: dead letters, each once, however often its batch is applied."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, errors: DataFrame) -> None:
+        """Add the rows not there yet, by (topic, partition, offset, reason): a batch applied
+        again after a crash adds nothing. Dead letters are rare, so the MERGE this costs is too;
+        two tables writing at once conflict, and the later one tries again."""
+        spark = errors.sparkSession
+        for attempt in range(ERRORS_ATTEMPTS):
+            try:
+                if not delta_exists(spark, self.path):
+                    errors.write.format("delta").mode("append").save(self.path)
+                    return
+                (
+                    DeltaTable.forPath(spark, self.path)
+                    .alias("t")
+                    .merge(errors.alias("s"), " AND ".join(f"t.{c} <=> s.{c}" for c in ERROR_KEY))
+                    .whenNotMatchedInsertAll()
+                    .execute()
+                )
+                return
+            except WRITE_CONFLICTS as exc:
+                if attempt + 1 == ERRORS_ATTEMPTS:  # the batch (or snapshot) is tried again
+                    raise RetryableError(f"dead letters not written to {self.path}: {exc}") from exc
+                time.sleep(random.uniform(0.5, 2.0) * (attempt + 1))  # apart from the other writer
