@@ -17,7 +17,7 @@ from changelake.exceptions import ConfigError
 from changelake.settings import Settings
 
 if TYPE_CHECKING:  # the benchmark's modules load only for `changelake bench`
-    from changelake.bench.command import BenchOptions
+    from changelake.bench.options import BenchOptions
     from changelake.tables import TableRef
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -249,8 +249,8 @@ def search_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def reindex_command(args: argparse.Namespace, settings: Settings) -> int:
     from changelake import tables
-    from changelake.read.reindex import reindex
     from changelake.search.client import SearchClient
+    from changelake.search.reindex import reindex
     from changelake.sinks.search import SearchSink
     from changelake.spark import owned_session
 
@@ -292,9 +292,9 @@ def _reachable(settings: Settings, refs: list[TableRef]) -> None:
 
 def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     from changelake import tables
-    from changelake.read.verify.command import print_report
-    from changelake.read.verify.repair import verify_repairing
     from changelake.spark import owned_session
+    from changelake.verify.command import print_report
+    from changelake.verify.repair import verify_repairing
 
     refs = tables.captured(settings, _names(args.tables) or None)
     say = (lambda text: print(text, file=sys.stderr)) if args.json else print
@@ -358,7 +358,7 @@ def chaos_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def bench_options(args: argparse.Namespace) -> BenchOptions:
     """The flags given; the others keep BenchOptions' defaults, declared there only."""
-    from changelake.bench.command import BenchOptions
+    from changelake.bench.options import BenchOptions
 
     names = [f.name for f in dataclasses.fields(BenchOptions)]  # the flags' `dest`s
     return BenchOptions(**{name: getattr(args, name) for name in names if hasattr(args, name)})

@@ -38,6 +38,11 @@ CONNECT_RECORD_LIMITS = {
     "producer.max.request.size": str(MAX_RECORD_BYTES),
     "producer.buffer.memory": str(MAX_RECORD_BYTES + 32 * 1024 * 1024),  # Kafka's default + one
 }
+# Kafka Connect's internal topics: the local worker and the compose file name the same
+# (tests/unit/test_compose.py); capture reads the offsets and status topics.
+CONNECT_CONFIG_TOPIC = "changelake-connect-configs"
+CONNECT_OFFSETS_TOPIC = "changelake-connect-offsets"
+CONNECT_STATUS_TOPIC = "changelake-connect-status"
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
@@ -111,7 +116,7 @@ class Settings:
     # A long `changelake run` serves queries on Spark Connect here, bound to
     # `spark_connect_bind` (loopback; the compose file's pipeline binds every interface and
     # publishes the port on the host's loopback), another port when this one is taken (see
-    # read/served.py). `spark_connect_token`: the token it expects ("": a new one each run,
+    # serve/served.py). `spark_connect_token`: the token it expects ("": a new one each run,
     # given to queries in served.json; a container's run needs one its host's queries know).
     spark_connect_port: int
     spark_connect_bind: str

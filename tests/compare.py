@@ -12,9 +12,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from changelake.read.table import read_table
-from changelake.read.verify.canonical import as_number, canonical
-from changelake.read.verify.sides import connect
+from changelake.lake.table import read_table
+from changelake.verify.canonical import as_number, canonical
+from changelake.verify.sides import connect
 
 META = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import psycopg
 
-from changelake.read.verify.canonical import document_value
-from changelake.read.verify.sides import doc_id
 from changelake.search.client import SearchClient
+from changelake.verify.canonical import document_value
+from changelake.verify.sides import doc_id
 
 __all__ = ["differences", "doc_id", "documents"]
 

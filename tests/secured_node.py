@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from changelake import waiting
 from changelake.exceptions import ChangelakeError
 from changelake.search.client import SearchClient
 from changelake.settings import Settings
@@ -104,7 +105,7 @@ def secured_opensearch(settings: Settings, folder: Path) -> Iterator[Secured]:
     node.prepare()
     process.start(node.spec())
     try:
-        if not process.wait_until(node.healthy, 180, alive=lambda: node.pid() is not None):
+        if not waiting.wait_until(node.healthy, 180, alive=lambda: node.pid() is not None):
             raise node.failure("the secured OpenSearch did not become healthy")
         yield node.secured()
     finally:

@@ -13,17 +13,18 @@ from pyspark.sql import SparkSession
 
 from changelake.apply import endpoint, metrics
 from changelake.apply.compactor import Compactor
+from changelake.apply.pipeline_file import TableState
 from changelake.apply.run_options import RunOptions
 from changelake.apply.run_state import TableJob
 from changelake.capture import connector_status
-from changelake.read.verify.continuous import ContinuousVerifier
 from changelake.settings import Settings
 from changelake.tables import TableRef, slot_sources
+from changelake.verify.continuous import ContinuousVerifier
 from changelake.views.derived import DerivedView, derived_views
 from changelake.views.maintenance import ViewMaintainer
 
 if TYPE_CHECKING:
-    from changelake.read.served import ServedViews
+    from changelake.serve.served import ServedViews
 
 GRACE_S = 30.0  # how long a stopping run lets a running compaction or view round finish
 
@@ -44,7 +45,7 @@ class Background:
         port = settings.metrics_port if options.metrics_port is None else options.metrics_port
         self.metrics_port, self.out = port, out
         self.metrics_server: Any = None  # serving, while a streaming run lasts
-        # The views the run serves queries (read/served.py), when it does: the endpoint
+        # The views the run serves queries (serve/served.py), when it does: the endpoint
         # answers a query that cannot read served.json with them.
         self.served: ServedViews | None = None
         self.collector = metrics.RunMetrics(
@@ -61,7 +62,7 @@ class Background:
         self.views = ViewMaintainer(spark, aggregates, options.views_seconds, out)
 
         def streaming() -> list[TableRef]:  # compared only while their stream applies them
-            return [j.ref for j in list(jobs.values()) if j.state == "running"]
+            return [j.ref for j in list(jobs.values()) if j.state == TableState.RUNNING]
 
         def applied(table: str) -> dict[str, int]:
             job = jobs.get(table)
@@ -93,7 +94,7 @@ class Background:
         current, for readers that know nothing of the changelog), then every aggregate view
         brought up to date."""
         for job in jobs:
-            if job.state == "done" and job.applier is not None:
+            if job.state == TableState.DONE and job.applier is not None:
                 sealed = job.applier.seal()
                 if sealed is not None:
                     self.compactor.run(sealed)

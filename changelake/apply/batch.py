@@ -36,14 +36,11 @@ from changelake.changelog.decode import LSN, OFFSET, PARTITION, TOASTED, Fetch, 
 from changelake.changelog.plan import after_truncate, completed, latest_per_key
 from changelake.changelog.redelivery import POSITION, as_position, first_deliveries, highest
 from changelake.exceptions import ChangelakeError
-from changelake.read.table import commits, epoch_of, newest, read_table, truncate_of
-from changelake.sinks.changelog import ChangelogSink, changelog_of
-from changelake.sinks.delta import (
-    CommitMeta,
-    DeltaSink,
-    ErrorsSink,
-    furthest,
-)
+from changelake.lake.commits import CommitMeta, furthest
+from changelake.lake.layout import changelog_of
+from changelake.lake.table import commits, epoch_of, newest, read_table, truncate_of
+from changelake.sinks.changelog import ChangelogSink
+from changelake.sinks.delta import DeltaSink, ErrorsSink
 from changelake.sinks.history import HistorySink, history_of
 from changelake.sinks.search import SearchSink, rejected_frame
 from changelake.spark import held, job_group

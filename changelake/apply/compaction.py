@@ -19,10 +19,12 @@ from pyspark.sql import SparkSession
 from changelake.apply import faults
 from changelake.changelog.decode import OFFSET, PARTITION
 from changelake.changelog.evolution import reconcile
-from changelake.read.table import epoch_of, truncate_of
-from changelake.read.view import newest_changes
-from changelake.sinks.changelog import ChangelogSink, changelog_of
-from changelake.sinks.delta import CommitMeta, DeltaSink
+from changelake.lake.commits import CommitMeta
+from changelake.lake.current_rows import newest_changes
+from changelake.lake.layout import changelog_of
+from changelake.lake.table import epoch_of, truncate_of
+from changelake.sinks.changelog import ChangelogSink
+from changelake.sinks.delta import DeltaSink
 from changelake.tables import TableRef
 
 

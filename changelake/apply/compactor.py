@@ -28,7 +28,8 @@ from pyspark.sql import SparkSession
 from changelake import jsonfile, run_log
 from changelake.apply.compaction import Sealed, compact
 from changelake.apply.streaming_failure import cause
-from changelake.sinks.changelog import ChangelogSink, changelog_of
+from changelake.lake.layout import changelog_of
+from changelake.sinks.changelog import ChangelogSink
 from changelake.tables import TableRef
 
 Out = Callable[[str], None]

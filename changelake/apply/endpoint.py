@@ -1,7 +1,7 @@
 """A streaming run's HTTP endpoint, on its metrics port: `/metrics` for Prometheus, and
 `/served` for a `changelake query` that cannot read the run's served.json (the host of the
 compose file's pipeline container): GET lists the views and the Spark Connect port, POST with
-`{"views": [...]}` has those brought up to date first (read/served.py). Neither says the token.
+`{"views": [...]}` has those brought up to date first (serve/served.py). Neither says the token.
 
 A port that is taken costs the run its endpoint, never the run itself.
 """
@@ -21,11 +21,11 @@ from prometheus_client.registry import CollectorRegistry
 
 from changelake import run_log
 from changelake.apply.metrics import RunMetrics
-from changelake.read.served import SERVED_PATH
+from changelake.serve.served import SERVED_PATH
 from changelake.settings import Settings
 
 if TYPE_CHECKING:
-    from changelake.read.served import ServedViews
+    from changelake.serve.served import ServedViews
 
 Respond = Callable[..., Any]
 MAX_BODY = 64 * 1024  # a request names views: a few hundred bytes

@@ -15,6 +15,7 @@ from confluent_kafka import KafkaException
 
 from changelake import kafka_io, pg
 from changelake.exceptions import ChangelakeError
+from changelake.tables import TableRef
 
 
 def topic_problem(
@@ -103,6 +104,10 @@ class Watched:
     slot: str
     dsn: str = field(repr=False)  # its source database, as its connector's user (a password)
     applied: Mapping[str, int]  # partition → the next offset the table will read
+
+    @staticmethod
+    def of(ref: TableRef, dsn: str, applied: Mapping[str, int]) -> Watched:
+        return Watched(ref.name, ref.schema, ref.table, ref.topic, ref.slot, dsn, dict(applied))
 
 
 class Watch:

@@ -16,8 +16,8 @@ from changelake import kafka_io, run_log
 from changelake.capture.resend import Request, send
 from changelake.changelog.key_changes import FOLLOWS_WITHIN, KeyChange, Mark, unpaired
 from changelake.exceptions import RetryableError
-from changelake.read.verify.ranges import KeyColumn
 from changelake.tables import TableRef
+from changelake.verify.ranges import KeyColumn
 
 # How long a delete at a batch's end waits for its create: Debezium sends them together, so
 # only a stopped Connect (the case that loses it) keeps it waiting this long.

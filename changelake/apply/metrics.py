@@ -19,9 +19,10 @@ import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from changelake.apply.run_state import STATES, TableJob
+from changelake.apply.pipeline_file import TableState
+from changelake.apply.run_state import TableJob
+from changelake.capture.slot_status import SLOT_SQL
 from changelake.capture.source import Source
-from changelake.read.slot_status import SLOT_SQL
 
 
 class Compaction(Protocol):
@@ -102,7 +103,7 @@ class RunMetrics(Collector):
         )
         now = time.monotonic()
         for name, job in sorted(jobs.items()):
-            for each in STATES:
+            for each in TableState:
                 state.add_metric([name, each], 1.0 if job.state == each else 0.0)
             batches.add_metric([name], job.batches)
             changes.add_metric([name], job.changes)

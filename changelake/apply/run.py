@@ -31,22 +31,18 @@ from changelake.apply.batch import TableApplier
 from changelake.apply.connector_batch import Member
 from changelake.apply.guards import Watch, Watched
 from changelake.apply.key_change_guard import KeyChangeGuard
+from changelake.apply.pipeline_file import PIPELINE_FILE, TableState, write_state
 from changelake.apply.run_options import RunOptions
-from changelake.apply.run_report import (
-    batch_line,
-    report_line,
-    summary_line,
-    write_state,
-)
-from changelake.apply.run_state import Stream, TableJob, add_discovered
+from changelake.apply.run_report import batch_line, report_line, summary_line
+from changelake.apply.run_state import Stream, TableJob, add_discovered, all_ended
 from changelake.apply.streaming_failure import cause
 from changelake.apply.table_start import prepare_table, starting_offsets
 from changelake.capture.capture_restarts import CaptureRestarts
 from changelake.capture.seams import SeamRepair
 from changelake.changelog.registry import SchemaRegistry, registry
 from changelake.exceptions import ChangelakeError, RetryableError
-from changelake.read.reindex import ready_index
 from changelake.search.client import SearchClient
+from changelake.search.reindex import ready_index
 from changelake.settings import Settings
 from changelake.sinks.search import SearchSink
 from changelake.tables import TableRef, source_of_table
@@ -104,11 +100,11 @@ class Pipeline:
             ref,
             resnapshot,
             self._schemas(ref),
-            lambda: self._set(job, "snapshotting"),
+            lambda: self._set(job, TableState.SNAPSHOTTING),
             self.out,
         )
         if snapshotted is None:
-            self._set(job, "waiting")
+            self._set(job, TableState.WAITING)
             return False
         job.ref = keep_history(self.spark, job.ref, self.settings.lake, self.out)
         job.snapshotted = job.snapshotted or snapshotted
@@ -156,26 +152,26 @@ class Pipeline:
         if stream.query is not None and not stream.query.isActive:
             self._ended(stream)
         ready = [j for j in self.jobs.values() if j.ref.connector == connector]
-        if not any(j.state == "ready" for j in ready):
+        if not any(j.state == TableState.READY for j in ready):
             return
         if stream.query is not None:  # a table joins: the others restart with it
             self._stop_stream(stream)
             for job in ready:
-                if job.state == "running":
-                    job.state = "ready"
-        self._start(connector, stream, [j for j in ready if j.state == "ready"])
+                if job.state == TableState.RUNNING:
+                    job.state = TableState.READY
+        self._start(connector, stream, [j for j in ready if j.state == TableState.READY])
 
     def _settle(self, stream: Stream) -> None:
         """Tables its batches left behind: stopped by their own problem, or to be retried
         alone after a service failed them (the stream goes on without them meanwhile)."""
         for name, member in stream.members.items():
             job = self.jobs[name]
-            if job.state != "running":
+            if job.state != TableState.RUNNING:
                 continue
             if member.error is not None:
                 job.error = member.error
                 self.out(run_log.error(f"{name}: STOPPED: {job.error}"))
-                self._set(job, "stopped")
+                self._set(job, TableState.STOPPED)
             elif member.retry is not None:
                 self._retry([job], member.retry)
 
@@ -198,11 +194,11 @@ class Pipeline:
         if failure is None and not self.options.once:  # only --once ends on its own
             failure = f"{stream.query.name} ended without an error"
         self._settle(stream)  # a table its last batch stopped is not done
-        running = [self.jobs[n] for n in stream.members if self.jobs[n].state == "running"]
+        running = [self.jobs[n] for n in stream.members if self.jobs[n].state == TableState.RUNNING]
         stream.query = None
         if failure is None:  # --once: everything there was is applied
             for job in running:
-                self._set(job, "done")
+                self._set(job, TableState.DONE)
         else:
             self._retry(running, str(failure))
 
@@ -219,7 +215,7 @@ class Pipeline:
             except ChangelakeError as exc:  # this table's topic or configuration
                 job.error = str(exc)
                 self.out(run_log.error(f"{job.ref.name}: STOPPED: {job.error}"))
-                self._set(job, "stopped")
+                self._set(job, TableState.STOPPED)
         if not members:
             return
         stream.query, stream.batch = connector_stream.start(
@@ -235,7 +231,7 @@ class Pipeline:
         for member in members.values():
             job = self.jobs[member.applier.table.name]
             job.error = None
-            self._set(job, "running")
+            self._set(job, TableState.RUNNING)
 
     def _on_batch(self, table: str, stats: dict[str, Any]) -> None:
         job = self.jobs[table]
@@ -244,7 +240,7 @@ class Pipeline:
             self.out(line)
 
     # --- all tables --------------------------------------------------------------------------
-    def _set(self, job: TableJob, state: str) -> None:
+    def _set(self, job: TableJob, state: TableState) -> None:
         job.state = state
         self._write_state()
 
@@ -257,7 +253,7 @@ class Pipeline:
 
     def _write_state(self, ended: bool = False) -> None:
         write_state(
-            self.settings.run_dir / "pipeline.json",
+            self.settings.run_dir / PIPELINE_FILE,
             self.started_at,
             self.jobs,
             self.options.freshness_target_s,
@@ -268,18 +264,18 @@ class Pipeline:
     def _tick(self, job: TableJob) -> None:
         """Advance one table to ready (snapshotted if it had no table): at start, when its
         topic gets its first events, or when a retry is due."""
-        if job.state in ("pending", "waiting") or (
-            job.state == "failed" and time.monotonic() >= job.retry_at
+        if job.state in (TableState.PENDING, TableState.WAITING) or (
+            job.state == TableState.FAILED and time.monotonic() >= job.retry_at
         ):
             try:
                 if self._prepare(job):
-                    self._set(job, "ready")
+                    self._set(job, TableState.READY)
             except RetryableError as exc:  # a service down: try again later
                 self._retry([job], str(exc))
             except ChangelakeError as exc:  # this table's configuration or schema
                 job.error = str(exc)
                 self.out(run_log.error(f"{job.ref.name}: STOPPED: {job.error}"))
-                self._set(job, "stopped")
+                self._set(job, TableState.STOPPED)
 
     def _retry(self, jobs: list[TableJob], failure: str) -> None:
         """Try the tables again after a delay that grows with their failures: one delay for all
@@ -295,20 +291,16 @@ class Pipeline:
                 job.error = error
                 stopped = f"{job.ref.name}: STOPPED after {job.failures} failed attempts: {error}"
                 self.out(run_log.error(stopped))
-                self._set(job, "stopped")
+                self._set(job, TableState.STOPPED)
                 continue
             job.retry_at = time.monotonic() + delay
             retrying = f"{job.ref.name}: batch failed ({error}); retrying in {delay:.0f}s"
             self.out(run_log.warning(retrying))
             job.error = None
-            self._set(job, "failed")
+            self._set(job, TableState.FAILED)
 
     def _finished(self) -> bool:
-        if self.stopping:
-            return True
-        if not self.options.once:  # streaming: until nothing is left that could still run
-            return bool(self.jobs) and all(j.state == "stopped" for j in self.jobs.values())
-        return all(j.state in ("done", "stopped", "waiting") for j in self.jobs.values())
+        return self.stopping or all_ended(self.jobs.values(), self.options.once)
 
     def run(self) -> int:
         self.started_at = datetime.now(UTC).isoformat()
@@ -361,17 +353,9 @@ class Pipeline:
 
     def _watch(self) -> None:
         running = [
-            Watched(
-                name,
-                j.ref.schema,
-                j.ref.table,
-                j.ref.topic,
-                j.ref.slot,
-                self._dsn(j.ref),
-                dict(j.offsets),
-            )
-            for name, j in self.jobs.items()
-            if j.state == "running"
+            Watched.of(j.ref, self._dsn(j.ref), j.offsets)
+            for j in self.jobs.values()
+            if j.state == TableState.RUNNING
         ]
         for name, why in self.watch.due_stops(running).items():
             job = self.jobs[name]
@@ -380,7 +364,7 @@ class Pipeline:
                 member.error = why
             job.error = why
             self.out(run_log.error(f"{name}: STOPPED: {why}"))
-            self._set(job, "stopped")
+            self._set(job, TableState.STOPPED)
 
     def _summary(self) -> None:
         for job in self.jobs.values():
@@ -403,10 +387,10 @@ class Pipeline:
             if stream.query is not None and stream.query.isActive:
                 self._stop_stream(stream)
         for job in self.jobs.values():
-            if job.state == "running":
-                self._set(job, "stopped by request")
+            if job.state == TableState.RUNNING:
+                self._set(job, TableState.STOPPED_BY_REQUEST)
 
     def _report(self) -> int:
         for job in self.jobs.values():
             self.out(report_line(job))
-        return 1 if any(j.state == "stopped" for j in self.jobs.values()) else 0
+        return 1 if any(j.state == TableState.STOPPED for j in self.jobs.values()) else 0

@@ -46,7 +46,7 @@ def run(
     out: Out = run_log.say,
     discover: Discover | None = None,
 ) -> int:
-    from changelake.read.served import port_for, server_conf, serving
+    from changelake.serve.served import port_for, server_conf, serving
     from changelake.spark import owned_session
 
     run_log.configure()

@@ -1,15 +1,13 @@
-"""What a run says about its tables: a line per batch, a periodic summary, the final report, and
-`pipeline.json` (read by `changelake status`)."""
+"""What a run says about its tables: a line per batch, a periodic summary and the final report
+(its state file is `pipeline_file.py`)."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from changelake import jsonfile
+from changelake.apply.pipeline_file import TableState
 from changelake.apply.run_state import TableJob
 from changelake.apply.snapshot import SnapshotResult
 from changelake.tables import TableRef
@@ -77,31 +75,10 @@ def summary_line(job: TableJob, progress: Mapping[str, Any] | None) -> str:
 
 
 def report_line(job: TableJob) -> str:
-    note = f" ({job.error})" if job.error and job.state == "stopped" else ""
-    if job.state == "waiting":
+    note = f" ({job.error})" if job.error and job.state == TableState.STOPPED else ""
+    if job.state == TableState.WAITING:
         note = f" (no events on {job.ref.topic} yet)"
     return (
         f"{job.ref.name}: {job.state}{note}: {job.batches} batches, {job.changes:,} changes, "
         f"{job.errors} errors"
     )
-
-
-def write_state(
-    path: Path,
-    started: str,
-    jobs: Mapping[str, TableJob],
-    target_s: float,
-    views_file: Path,
-    ended: bool = False,
-) -> None:
-    """The run's state for `status`; `ended`: the run is over (no pid: a process that ran it
-    in-process and lives on is not a running pipeline). `target_s`: its freshness target;
-    `views_file`: the views.json it maintains views from (verify names it when a view lags)."""
-    doc = {
-        "pid": None if ended else os.getpid(),
-        "started": started,
-        "freshness_target_s": target_s,
-        "views_file": str(views_file.resolve()),  # read by verify, maybe from elsewhere
-        "tables": {n: {"state": j.state, "error": j.error} for n, j in jobs.items()},
-    }
-    jsonfile.write_atomically(path, doc)

@@ -9,21 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming.query import StreamingQuery
 
-from changelake.sinks.delta import furthest
+from changelake.apply.pipeline_file import TableState
+from changelake.lake.commits import furthest
 from changelake.tables import TableRef
 
 if TYPE_CHECKING:  # connector_stream imports this module
     from changelake.apply.connector_batch import ConnectorBatch, Member
 
 
-# A table's states in a run; "stopped by request" when the run itself is stopped.
-STATES = ("pending", "snapshotting", "waiting", "ready", "running", "failed", "done", "stopped")
-
-
 @dataclass
 class TableJob:
     ref: TableRef
-    state: str = "pending"  # one of STATES, or "stopped by request"
+    state: TableState = TableState.PENDING
     error: str | None = None
     failures: int = 0
     offsets: dict[str, int] = field(default_factory=dict)  # applied: the next offset to read
@@ -67,3 +64,12 @@ def add_discovered(
         if ref.name not in jobs:
             out(f"{ref.name}: added to {ref.connector}; snapshotting it when its topic has events")
             jobs[ref.name] = TableJob(ref)
+
+
+def all_ended(jobs: Iterable[TableJob], once: bool) -> bool:
+    """Whether a run has nothing left to do: streaming, when every table stopped (none could
+    run again); `--once`, when each is done, stopped, or waiting for a topic that has nothing."""
+    states = [j.state for j in jobs]
+    if not once:
+        return bool(states) and all(s == TableState.STOPPED for s in states)
+    return all(s in (TableState.DONE, TableState.STOPPED, TableState.WAITING) for s in states)

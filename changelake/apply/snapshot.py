@@ -26,7 +26,8 @@ from changelake.changelog.decode import OFFSET, OP, PARTITION, TOASTED, Schemas,
 from changelake.changelog.exceptions import SchemaError
 from changelake.changelog.plan import after_truncate, latest_per_key
 from changelake.changelog.redelivery import POSITION, first_deliveries
-from changelake.sinks.delta import CommitMeta, DeltaSink, ErrorsSink
+from changelake.lake.commits import CommitMeta
+from changelake.sinks.delta import DeltaSink, ErrorsSink
 from changelake.spark import kafka_options
 from changelake.tables import TableRef
 

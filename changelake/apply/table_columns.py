@@ -12,8 +12,10 @@ from pyspark.sql import types as T
 from changelake.apply.added_columns import AddedColumns
 from changelake.changelog.batch import Decoded
 from changelake.changelog.evolution import reconcile
+from changelake.lake.commits import CommitMeta
+from changelake.lake.layout import META_COLUMNS
 from changelake.sinks.changelog import ChangelogSink
-from changelake.sinks.delta import META_COLUMNS, CommitMeta, DeltaSink, evolve
+from changelake.sinks.delta import DeltaSink, evolve
 from changelake.sinks.history import HistorySink
 from changelake.tables import TableRef
 

@@ -15,7 +15,7 @@ from changelake.apply.run_report import snapshot_lines
 from changelake.apply.snapshot import snapshot
 from changelake.changelog.registry import SchemaRegistry
 from changelake.exceptions import ChangelakeError
-from changelake.read.table import covered
+from changelake.lake.table import covered
 from changelake.settings import Settings
 from changelake.sinks.delta import DeltaSink
 from changelake.tables import TableRef

@@ -7,8 +7,8 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from changelake.bench import (
 )
 from changelake.bench.baseline_stream import BaselineStream
 from changelake.bench.connector_pair import ConnectorPair
+from changelake.bench.options import BenchOptions
 from changelake.bench.pgbench_load import PgbenchRun, run_pgbench
 from changelake.bench.report import machine_info, stage_figures, sustained_figures, write_report
 from changelake.bench.rounds import round_figures
@@ -40,37 +41,11 @@ from changelake.bench.sustained import (
 )
 from changelake.bench.visibility import ends_of, freshness_figures, last_offsets, table_shape
 from changelake.chaos.pipeline_process import PipelineProcess
-from changelake.demo.seed import seed
 from changelake.search.client import SearchClient
 from changelake.settings import Settings
 
 Say = Callable[[str], None]
 DECODING_SLOT = "changelake_bench_decoding"
-SEED_CHUNK = 100_000  # customers per transaction (~810k rows in all tables)
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    # Customers; products, orders and lines scale with them (~8.1 rows per customer). 250k
-    # (~2M rows) fits `make bench` in 30 minutes on two cores, setup included; the issue's 1M
-    # (8.1M rows) takes over an hour there: see the README's benchmark section.
-    rows: int = 250_000
-    # Transactions/s of the first sustained step (~2 row changes each); each step doubles it, up
-    # to 4,000 (~8,000 row changes/s), or until a step's lag is not bounded.
-    rate: float = 250.0
-    steps: int = 5
-    step_s: float = 60.0
-    settle_s: float = 15.0
-    # "Bounded" means lag stops growing (stats.lag_is_bounded's trend test); this cap only
-    # throws out a step whose lag is steady but useless. Two cores take 20-35 s per batch of
-    # four concurrent MERGEs, so a 30 s cap failed steady steps (measured 2026-11-22).
-    max_lag_s: float = 120.0
-    prefill_s: float = 30.0  # the load written while the pipeline and Debezium are held back
-    prefill_rate: float = 500.0
-
-    @property
-    def rates(self) -> list[float]:
-        return [self.rate * 2**i for i in range(self.steps)]
 
 
 class Bench:
@@ -128,27 +103,12 @@ class Bench:
             f"bench: a fresh database `{source.DATABASE}` with {self.options.rows:,} customers"
         )
         dsn = source.reset(self.settings, self.say)
-        rows = self._seed_in_chunks(dsn)
+        rows = source.seed_in_chunks(dsn, self.options.rows, self.say)
         self.figures["rows"] = rows
         # One connector at a time, so each has the machine to itself: the baseline's first.
         self.pair.snapshot("stock", rows, self._wait)
         self.figures["debezium_rows_per_s"] = self.pair.snapshot("lean", rows, self._wait)
         return dsn
-
-    def _seed_in_chunks(self, dsn: str) -> int:
-        """The demo seed, SEED_CHUNK customers per transaction: one transaction of millions of
-        rows would hold back every logical slot in the cluster (the demo's too) until it
-        committed, past `max_slot_wal_keep_size`."""
-        rows, left, number, started = 0, self.options.rows, 0, time.monotonic()
-        while left > 0:
-            report = seed(dsn, min(SEED_CHUNK, left), seed=42 + number, progress=lambda _: None)
-            rows, left, number = rows + report.rows, left - SEED_CHUNK, number + 1
-            seconds = time.monotonic() - started
-            self.say(
-                f"  seeded {rows:,} rows ({self.options.rows - max(left, 0):,} customers)"
-                f" in {seconds:.0f} s ({rows / seconds:,.0f}/s)"
-            )
-        return rows
 
     def _snapshot(self) -> None:
         self.say("bench: snapshot into Delta (`changelake run --once`)")
@@ -391,7 +351,7 @@ class Bench:
         return {
             "started_at": started_at,
             "duration_s": time.monotonic() - began,
-            "machine": machine_info(_spark_version()),
+            "machine": machine_info(version("pyspark")),
             "params": {
                 "rows": f["rows"],
                 "rate": o.rate,
@@ -426,9 +386,3 @@ class Bench:
 def _no_history(lake_json: Path) -> str:
     options = json.loads(lake_json.read_text())
     return json.dumps({k: v for k, v in options.items() if k != "history"})
-
-
-def _spark_version() -> str:
-    from importlib.metadata import version
-
-    return version("pyspark")

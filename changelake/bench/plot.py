@@ -5,10 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Required, TypedDict
 
-if TYPE_CHECKING:
-    from changelake.bench.report import TimelinePoint
+
+class TimelinePoint(TypedDict, total=False):
+    """What was observed at `t` seconds after the sustained load started; any field may be absent.
+
+    `rate` is the target rate of the load step in force at `t`.
+    """
+
+    t: Required[float]
+    lag_s: float
+    delta_freshness_s: float
+    rate: float
 
 
 def _step_spans(timeline: Sequence[TimelinePoint]) -> list[tuple[float, float, float]]:

@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NotRequired, Required, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from changelake.bench import markdown as md
-from changelake.bench.plot import plot
+from changelake.bench.plot import TimelinePoint, plot
 from changelake.bench.query_latency import QueryFigures, query_section
 from changelake.bench.quiet_tail import quiet_section
 from changelake.bench.records import RecordFigures, records_section
@@ -103,18 +103,6 @@ class Baseline(TypedDict):
 class Usage(TypedDict):
     cpu_seconds: float
     peak_rss_mb: float
-
-
-class TimelinePoint(TypedDict, total=False):
-    """What was observed at `t` seconds after the sustained load started; any field may be absent.
-
-    `rate` is the target rate of the load step in force at `t`.
-    """
-
-    t: Required[float]
-    lag_s: float
-    delta_freshness_s: float
-    rate: float
 
 
 class _Later(TypedDict, total=False):

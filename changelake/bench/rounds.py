@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import TypedDict
 
 from changelake.bench.stats import median
-from changelake.read.verify.verified import WORKED
 from changelake.run_log import PREFIX
+from changelake.verify.verified import WORKED
 
 _BATCH = re.compile(
     rf"^{PREFIX}(?P<table>[\w.]+): batch (?P<batch>\d+): (?P<changes>[\d,]+) changes from .*"

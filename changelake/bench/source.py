@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import psycopg
 from changelake import kafka_io
 from changelake.capture import removal
 from changelake.capture.connect_api import ConnectApi
+from changelake.demo.seed import seed
 from changelake.settings import Settings
 from changelake.stack.postgres import Postgres
 
@@ -108,3 +110,22 @@ def connector_file(
     path = folder / f"{name}.json"
     path.write_text(json.dumps(doc, indent=2))
     return path
+
+
+SEED_CHUNK = 100_000  # customers per transaction (~810k rows in all tables)
+
+
+def seed_in_chunks(dsn: str, customers: int, say: Callable[[str], None]) -> int:
+    """The demo seed, SEED_CHUNK customers per transaction: one transaction of millions of
+    rows would hold back every logical slot in the cluster (the demo's too) until it
+    committed, past `max_slot_wal_keep_size`."""
+    rows, left, number, started = 0, customers, 0, time.monotonic()
+    while left > 0:
+        report = seed(dsn, min(SEED_CHUNK, left), seed=42 + number, progress=lambda _: None)
+        rows, left, number = rows + report.rows, left - SEED_CHUNK, number + 1
+        seconds = time.monotonic() - started
+        say(
+            f"  seeded {rows:,} rows ({customers - max(left, 0):,} customers)"
+            f" in {seconds:.0f} s ({rows / seconds:,.0f}/s)"
+        )
+    return rows

@@ -15,7 +15,7 @@ from changelake.bench.stats import StepResult, lag_is_bounded, percentiles
 from changelake.bench.visibility import Visible, commit_lags
 from changelake.exceptions import ChangelakeError
 from changelake.search.client import SearchClient
-from changelake.stack.process import wait_until
+from changelake.waiting import wait_until
 
 Say = Callable[[str], None]
 PLOT_POINTS = 1500

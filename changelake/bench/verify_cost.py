@@ -17,7 +17,7 @@ from changelake.apply.run_options import RunOptions
 from changelake.bench.resources import Timed, timed
 from changelake.bench.sustained import Lags
 from changelake.chaos.pipeline_process import PipelineProcess
-from changelake.read.verify.verified import WORKED
+from changelake.verify.verified import WORKED
 
 SHARE = RunOptions().verify_share  # the default a user gets
 SECONDS = 90.0  # of load per run: a few dozen changelog commits

@@ -18,7 +18,7 @@ from typing import Any
 
 from changelake import kafka_io
 from changelake.bench.stats import summarize
-from changelake.sinks.changelog import changelog_of
+from changelake.lake.layout import changelog_of
 
 
 @dataclass(frozen=True)

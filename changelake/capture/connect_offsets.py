@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from changelake import kafka_io
-from changelake.stack.connect import OFFSETS_TOPIC
+from changelake.settings import CONNECT_OFFSETS_TOPIC
 
 XID_MODULUS = 2**32  # Debezium stores the 32-bit xid; Postgres' xid8 carries an epoch above it
 
@@ -46,7 +46,7 @@ def stored_offsets(
     """Every source offset Connect stored after the offsets `since` (partition → offset); with
     `tombstones`, a reset offset too (an empty value: the task starts afresh from it)."""
     found = []
-    for record in kafka_io.read(bootstrap, OFFSETS_TOPIC, since):
+    for record in kafka_io.read(bootstrap, CONNECT_OFFSETS_TOPIC, since):
         key, value = record.key, record.value
         if isinstance(key, list) and key and (isinstance(value, dict) or tombstones):
             stored = value if isinstance(value, dict) else {}
@@ -56,4 +56,6 @@ def stored_offsets(
 
 def offsets_end(bootstrap: str) -> dict[int, int]:
     """Where the offsets topic ends now: a `since` for the offsets stored from here on."""
-    return {p: high for p, (_, high) in kafka_io.watermarks(bootstrap, OFFSETS_TOPIC).items()}
+    return {
+        p: high for p, (_, high) in kafka_io.watermarks(bootstrap, CONNECT_OFFSETS_TOPIC).items()
+    }

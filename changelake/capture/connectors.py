@@ -322,7 +322,7 @@ def wait_all_running(settings: Settings, timeout_s: float = 120.0) -> None:
     """Until every registered connector and its tasks run again after Connect restarted. A
     state read early may still be the previous worker's (FAILED included), so only the
     deadline decides that one failed."""
-    from changelake.stack.process import wait_until
+    from changelake.waiting import wait_until
 
     api = ConnectApi(settings.connect_url)
     states: dict[str, dict[str, Any]] = {}

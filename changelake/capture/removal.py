@@ -4,6 +4,7 @@ deleted, then removed; its replication slot dropped when asked."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from changelake import pg
 from changelake.capture.connect_api import ConnectApi, quote
@@ -11,6 +12,7 @@ from changelake.capture.connectors import Progress, connector_state
 from changelake.capture.source import Source, source_of
 from changelake.exceptions import ChangelakeError, ConfigError
 from changelake.settings import Settings
+from changelake.waiting import wait_until
 
 
 def delete(
@@ -51,15 +53,18 @@ def forget_offsets(api: ConnectApi, name: str, timeout_s: float) -> None:
     a connector of the same name applied later would resume from them, at a position its
     (dropped, recreated) slot no longer has, and fail instead of taking a snapshot."""
     api.put(f"/connectors/{quote(name)}/stop", None)
-    deadline = time.monotonic() + timeout_s
-    while (now := connector_state(api, name))["connector"] != "STOPPED":
-        if time.monotonic() > deadline:
-            raise ChangelakeError(
-                f"connector {name} did not stop within {timeout_s:.0f}s (it is "
-                f"{now['connector']}); nothing was deleted",
-                "see `changelake connectors status` and logs/connect.log, then try again",
-            )
-        time.sleep(0.2)
+    now: dict[str, Any] = {}
+
+    def stopped() -> bool:
+        now.update(connector_state(api, name))
+        return bool(now["connector"] == "STOPPED")
+
+    if not wait_until(stopped, timeout_s, interval_s=0.2):
+        raise ChangelakeError(
+            f"connector {name} did not stop within {timeout_s:.0f}s (it is "
+            f"{now['connector']}); nothing was deleted",
+            "see `changelake connectors status` and logs/connect.log, then try again",
+        )
     api.delete(f"/connectors/{quote(name)}/offsets")
 
 

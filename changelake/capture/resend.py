@@ -21,8 +21,8 @@ from psycopg import sql
 from changelake import pg
 from changelake.capture.connect_offsets import offsets_end, stored_offsets
 from changelake.exceptions import ChangelakeError
-from changelake.read.verify.ranges import Key, KeyColumn, ordered_key
 from changelake.tables import TableRef
+from changelake.verify.ranges import Key, KeyColumn, ordered_key
 
 SIGNAL_DATA_MAX = 2048  # the signal table's data column: varchar(2048) (schemas/changelake.sql)
 MOST_SPANS = 64  # key runs per table: a few scattered keys each re-send just themselves

@@ -38,8 +38,7 @@ from changelake import kafka_io, pg, run_log
 from changelake.capture.connect_offsets import StoredOffset, offsets_end, stored_offsets
 from changelake.capture.resend import WrittenBy, send, wait_resent
 from changelake.exceptions import RetryableError
-from changelake.settings import Settings
-from changelake.stack.connect import STATUS_TOPIC
+from changelake.settings import CONNECT_STATUS_TOPIC, Settings
 from changelake.tables import TableRef
 
 CHECK_EVERY_S = 5.0
@@ -172,12 +171,13 @@ class SeamRepair:
             )
 
     def _check_starts(self, refs: Sequence[TableRef]) -> list[Asked]:
-        marks = kafka_io.watermarks(self.bootstrap, STATUS_TOPIC)
+        marks = kafka_io.watermarks(self.bootstrap, CONNECT_STATUS_TOPIC)
         if not marks and not self.said_no_topic:
             self.said_no_topic = True
             self.out(
                 run_log.warning(
-                    f"seam repair off: Kafka Connect's status topic {STATUS_TOPIC} was not found "
+                    "seam repair off: Kafka Connect's status topic "
+                    f"{CONNECT_STATUS_TOPIC} was not found "
                     "(a Connect of your own: set status.storage.topic to it)"
                 )
             )
@@ -185,7 +185,7 @@ class SeamRepair:
         checked = self._checked()
         starts = [
             s
-            for record in kafka_io.read(self.bootstrap, STATUS_TOPIC, self.since)
+            for record in kafka_io.read(self.bootstrap, CONNECT_STATUS_TOPIC, self.since)
             if (s := task_start(connectors, record)) is not None and s.id not in checked
         ]
         self.since = {p: high for p, (_, high) in marks.items()}

@@ -42,7 +42,7 @@ _ENVELOPE_PROBE = T.StructType(
 LSN, OP, SOURCE_TS = "_cdc_lsn", "_cdc_op", "_cdc_source_ts"
 PARTITION, OFFSET, TOASTED = "_kafka_partition", "_kafka_offset", "_toasted"
 # The source transaction (Postgres xid) a change belongs to: histories keep it, so a read at one
-# commit LSN can take whole transactions (read/transactions.py); other sinks drop it.
+# commit LSN can take whole transactions (lake/transactions.py); other sinks drop it.
 TX = "_cdc_tx"
 REASON = "_reason"
 

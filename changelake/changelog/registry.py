@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 
 from changelake import kafka_io
+from changelake.waiting import wait_until
 
 SCHEMA_HEADER = "changelake.schema"  # LeanJsonConverter.HEADER
 DEFAULT_TOPIC = "changelake.schemas"  # LeanJsonConverter's schemas.topic default
@@ -34,15 +34,15 @@ class SchemaRegistry:
     def schema(self, fingerprint: str) -> str | None:
         """The schema's JSON text (JsonConverter's form), or None if it did not appear within
         the wait."""
-        deadline = time.monotonic() + self.wait_s
-        while True:
+
+        def found() -> bool:
             with self._lock:  # not held while waiting: other tables' lookups go on
                 if fingerprint not in self._schemas:
                     self._read_new()
-                found = self._schemas.get(fingerprint)
-            if found is not None or time.monotonic() >= deadline:
-                return found
-            time.sleep(POLL_S)
+                return fingerprint in self._schemas
+
+        wait_until(found, self.wait_s, interval_s=POLL_S)
+        return self._schemas.get(fingerprint)
 
     def missing(self, fingerprint: str) -> str:
         """Why an event with this fingerprint cannot be decoded (its dead letter's reason)."""

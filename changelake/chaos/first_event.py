@@ -30,7 +30,7 @@ from changelake.capture.source import source_of
 from changelake.chaos.bulk_stop import Bulk
 from changelake.exceptions import ChangelakeError
 from changelake.settings import Settings
-from changelake.stack.process import wait_until
+from changelake.waiting import wait_until
 
 STOP_TIMEOUT_S = 60.0
 BEGIN, INSERT, COMMIT = "B", "I", "C"  # pgoutput's message types

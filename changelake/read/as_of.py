@@ -1,5 +1,5 @@
 """`changelake query --as-of-lsn LSN` and `--consistent`: every table and view read as of the
-same source transaction (read/transactions.py), from the tables' stored histories.
+same source transaction (lake/transactions.py), from the tables' stored histories.
 
 `--consistent` reads at the newest commit LSN every table keeping a history has reached, so a
 query never sees half of a multi-table transaction; `--as-of-lsn` at one the caller names, which
@@ -19,9 +19,10 @@ from pyspark.sql import SparkSession
 
 from changelake import kafka_io
 from changelake.exceptions import ChangelakeError, RetryableError
-from changelake.pg import pg_lsn
-from changelake.read.table import covered
-from changelake.read.transactions import (
+from changelake.lake.commits import CommitMeta
+from changelake.lake.layout import delta_exists
+from changelake.lake.table import covered
+from changelake.lake.transactions import (
     Reached,
     ReadPoint,
     committed,
@@ -30,8 +31,8 @@ from changelake.read.transactions import (
     reached,
     transaction_topic,
 )
+from changelake.pg import pg_lsn
 from changelake.settings import Settings
-from changelake.sinks.delta import CommitMeta, delta_exists
 from changelake.sinks.history import history_of
 from changelake.tables import TableRef
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from changelake import tables
 from changelake.exceptions import ChangelakeError
+from changelake.lake.errors import ERRORS_VIEW, errors_rows
 from changelake.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,27 +28,11 @@ if TYPE_CHECKING:
     from changelake.views.derived import At
 
 MAX_ROWS = 10_000
-ERRORS_VIEW = "_errors"
 Values = tuple[Any, ...]  # one row, as Python values
 Rows = list[Values]
 # Java frames ("\tat org.apache...(File.java:12)", "... 42 more") in messages of failed jobs.
 _JAVA_FRAME = re.compile(r"^\s*(at [\w$.<>/]+\(.*\)|\.\.\. \d+ more)\s*$")
 _PLAN_SUFFIX = re.compile(r"(SQLSTATE: \w+[^\n]*?);\n.*", re.DOTALL)
-
-
-def errors_path(settings: Settings) -> str:
-    return f"{settings.lake.rstrip('/')}/{ERRORS_VIEW}"
-
-
-def errors_rows(spark: SparkSession, settings: Settings) -> DataFrame:
-    """The dead letters: the `_errors` table, or no rows in its columns while nothing failed
-    (so a query or dashboard that counts them works on any lake)."""
-    from changelake.sinks.delta import ERRORS_SCHEMA, delta_exists
-
-    path = errors_path(settings)
-    if delta_exists(spark, path):
-        return spark.read.format("delta").load(path)
-    return spark.createDataFrame([], ERRORS_SCHEMA)
 
 
 # --- Spark side --------------------------------------------------------------------------------
@@ -65,11 +50,11 @@ def register_views(
     their histories; only those `sql` names, when given: building one reads its histories), and
     `_errors`; returns the view names. `at`: tables and views as of those transactions, from
     the histories (a table without one is left out)."""
-    from changelake.read.history import rows_at
+    from changelake.lake.layout import delta_exists
+    from changelake.lake.table import read_table
     from changelake.read.served_query import words
-    from changelake.read.table import read_table
-    from changelake.sinks.delta import delta_exists
     from changelake.views.derived import build_view, derived_views
+    from changelake.views.stored_history import rows_at
 
     views = []
     named = words(sql) if sql and not sql.strip().lower().startswith("show") else None

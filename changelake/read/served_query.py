@@ -1,4 +1,4 @@
-"""The query's side of serving through the running pipeline (read/served.py is the run's): find
+"""The query's side of serving through the running pipeline (serve/served.py is the run's): find
 the pipeline that serves this lake, have the views a statement reads brought up to date, and
 open a Spark Connect session on it.
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from changelake import jsonfile
-from changelake.read.served import FRESH_WAIT_S, SERVED_PATH, mtime, request_dir, served_file
+from changelake.serve.served import FRESH_WAIT_S, SERVED_PATH, mtime, request_dir, served_file
 from changelake.settings import Settings
-from changelake.stack.process import alive
+from changelake.waiting import alive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -13,29 +13,27 @@ status is what people run when something is wrong, so it must not fail with it.
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 
 from changelake import exit_codes, kafka_io, tables
-from changelake.apply.run_options import DEFAULTS
+from changelake.apply.pipeline_file import PIPELINE_FILE, STOPPED_STATES, pipeline_state
+from changelake.capture.slot_status import slot_warnings, slots_of
 from changelake.exceptions import ChangelakeError, first_line
+from changelake.lake.commits import CommitMeta
+from changelake.lake.errors import errors_path
+from changelake.lake.layout import DELETED, changelog_of, delta_exists
+from changelake.lake.table import TableRead, epoch_of, read_table
 from changelake.pg import pg_lsn
 from changelake.read.dropped_columns import dropped, source_columns
-from changelake.read.query import errors_path
-from changelake.read.slot_status import slot_warnings, slots_of
-from changelake.read.table import TableRead, epoch_of, read_table
-from changelake.read.verify.verified import verified
 from changelake.search.client import SearchClient
 from changelake.settings import Settings
-from changelake.sinks.changelog import ChangelogSink, changelog_of
-from changelake.sinks.delta import DELETED, CommitMeta, delta_exists
+from changelake.sinks.changelog import ChangelogSink
 from changelake.sinks.search import SearchSink
 from changelake.tables import TableRef
+from changelake.verify.verified import verified
 from changelake.views.derived import derived_views
 from changelake.views.status import views_report
 
@@ -120,9 +118,6 @@ def exit_code(report: dict[str, Any]) -> int:
     return HEALTHY if report["pipeline"]["running"] else NOT_RUNNING_CODE
 
 
-STOPPED_STATES = ("stopped", "failed")  # a table's states that apply nothing until a person acts
-
-
 def _troubled(states: dict[str, dict[str, Any]]) -> list[str]:
     """Each table that stopped, failed or carries an error, as "name state: error"."""
     return [
@@ -137,58 +132,13 @@ def pipeline_health(settings: Settings) -> tuple[int, str]:
     Spark session, no service calls), for a container healthcheck: the exit code and a line."""
     pipeline, states = pipeline_state(settings)
     if not pipeline["running"]:
-        where = settings.run_dir / "pipeline.json"
+        where = settings.run_dir / PIPELINE_FILE
         return NOT_RUNNING_CODE, f"no pipeline runs (no live process named in {where})"
     said = f"pipeline pid {pipeline['pid']}, {len(states)} tables"
     code = exit_code({"pipeline": pipeline, "tables": states, "problems": []})
     if code != HEALTHY:
         return code, f"{said}; " + "; ".join(_troubled(states))
     return code, f"{said}, none stopped or failed"
-
-
-# --- The running pipeline ----------------------------------------------------------------------
-
-
-def pipeline_state(settings: Settings) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The pipeline's pid and per-table states, from pipeline.json if its process is alive.
-
-    The file outlives a crashed or killed pipeline, so it is believed only while its pid runs.
-    """
-    doc = _read_json(settings.run_dir / "pipeline.json")
-    pid = doc.get("pid") if isinstance(doc, dict) else None
-    if not isinstance(pid, int) or not _alive(pid):
-        return {"running": False, "pid": None, "started": None}, {}
-    target = doc.get("freshness_target_s")
-    states = {
-        str(name): {"state": str(t.get("state", "unknown")), "error": t.get("error")}
-        for name, t in (doc.get("tables") or {}).items()
-        if isinstance(t, dict)
-    }
-    target_s = float(target) if isinstance(target, int | float) else DEFAULTS.freshness_target_s
-    return {
-        "running": True,
-        "pid": pid,
-        "started": doc.get("started"),
-        "freshness_target_s": target_s,
-        "views_file": doc.get("views_file"),
-    }, states
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):  # absent, or caught half-written
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, but belongs to another user
-        return True
-    return True
 
 
 # --- Delta tables ------------------------------------------------------------------------------

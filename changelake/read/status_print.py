@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from changelake.capture.slot_status import byte_size
 from changelake.read.formats import grid
 from changelake.views.status import view_lines
 
@@ -124,17 +125,3 @@ def _slot_line(name: str, slot: dict[str, Any]) -> str:
         return f"slot {name}: does not exist yet (apply the connector: changelake connectors apply)"
     reader = "active" if slot["active"] else "INACTIVE (no connector reads it; WAL piles up)"
     return f"slot {name}: {reader}, {byte_size(slot['slot_lag_bytes'])} of WAL not yet confirmed"
-
-
-def byte_size(n: int | None) -> str:
-    """A byte count as people read it (`1.5 GiB`)."""
-    if n is None:
-        return "? bytes"
-    if n < 1024:
-        return f"{n} bytes"
-    size = n / 1024
-    for unit in ("KiB", "MiB"):
-        if size < 1024:
-            return f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"

@@ -17,25 +17,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from changelake.changelog.decode import OFFSET, PARTITION
-from changelake.sinks.delta import (
-    APPENDED_OFTEN,
-    META_COLUMNS,
-    CommitMeta,
-    data_schema,
-    delta_exists,
-    keep_properties,
-    q,
-)
+from changelake.lake.commits import CommitMeta
+from changelake.lake.layout import EPOCH, META_COLUMNS, data_schema, delta_exists, q
+from changelake.sinks.delta import APPENDED_OFTEN, keep_properties
 
-EPOCH = "_cdc_epoch"
-CHANGELOGS = "_changelog"  # beside the base tables: <lake>/<prefix>/_changelog/<schema>/<table>
 KEEP_DROPPED_HOURS = 1  # a dropped epoch's files stay on disk this long (then VACUUM)
-
-
-def changelog_of(base_path: str) -> str:
-    """The changelog of the base table at `<dir>/<schema>/<table>`: `<dir>/_changelog/…`."""
-    root, schema, table = base_path.rstrip("/").rsplit("/", 2)
-    return f"{root}/{CHANGELOGS}/{schema}/{table}"
 
 
 class ChangelogSink:

@@ -9,141 +9,43 @@ makes any replayed change a no-op as well.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from delta.exceptions import (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
 from delta.tables import DeltaTable
-from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from changelake.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
+from changelake.changelog.decode import LSN, OP, SOURCE_TS
 from changelake.changelog.evolution import Evolution
 from changelake.changelog.plan import Truncate
 from changelake.exceptions import RetryableError
-from changelake.sinks import delta_log
+from changelake.lake import delta_log
+from changelake.lake.commits import WRITE_CONFLICTS, CommitMeta, latest_commit
+from changelake.lake.errors import ERROR_KEY
+from changelake.lake.layout import (
+    DELETED,
+    DELETED_AT,
+    EVENT_COLUMNS,
+    META_COLUMNS,
+    SOFT_COLUMNS,
+    data_schema,
+    delta_exists,
+    q,
+)
 
 if TYPE_CHECKING:
     from changelake.tables import TableRef
 
-DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
-META_COLUMNS = (LSN, OP, SOURCE_TS)
-SOFT_COLUMNS = (DELETED, DELETED_AT)
-EVENT_COLUMNS = (PARTITION, OFFSET)  # an event table's rows say where each change came from
-# One dead letter per record and reason, compared NULL-safely: a document OpenSearch refused
-# during a reindex has no Kafka partition or offset, and must not be added again by each rebuild.
-ERROR_KEY = ("topic", "partition", "offset", "reason")
-# The `_errors` table's columns (Kafka's own types for partition and offset).
-ERRORS_SCHEMA = T.StructType(
-    [
-        T.StructField("topic", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()),
-        T.StructField("value", T.StringType()),
-        T.StructField("reason", T.StringType()),
-        T.StructField("at", T.TimestampType()),
-    ]
-)
 ERRORS_ATTEMPTS = 5
-# Delta's write conflicts. In delta-spark's Python API they share no base class (each derives
-# from PySparkException alone): catching DeltaConcurrentModificationException misses the rest.
-WRITE_CONFLICTS: tuple[type[Exception], ...] = (
-    DeltaConcurrentModificationException,
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
 _TXN_APP, _TXN_VERSION = (
     "spark.databricks.delta.write.txnAppId",
     "spark.databricks.delta.write.txnVersion",
 )
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-LOOK_BACK = 50  # commits searched for the newest one with changelake's metadata
-
-
-def furthest(offsets: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:
-    """Per partition, the further of two next-offsets to read: progress never goes back."""
-    return {p: max(offsets.get(p, 0), more.get(p, 0)) for p in {*offsets, *more}}
-
-
-@dataclass(frozen=True)
-class CommitMeta:
-    """What a commit covers; stored as JSON in the commit's userMetadata."""
-
-    kind: str  # snapshot | apply
-    topic: str
-    offsets: dict[str, int]  # partition → next offset to read
-    max_lsn: int
-    max_source_ts: str | None
-    key: tuple[str, ...]
-    changes: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps({"changelake": 1, **asdict(self)}, sort_keys=True)
-
-    @staticmethod
-    def parse(text: str | None) -> CommitMeta | None:
-        try:
-            doc = json.loads(text or "")
-        except ValueError:
-            return None
-        if not isinstance(doc, dict) or doc.pop("changelake", None) != 1:
-            return None
-        doc["key"] = tuple(doc.get("key") or ())
-        return CommitMeta(**doc)
-
-
-def latest_commit(spark: SparkSession, path: str) -> tuple[int, CommitMeta | None]:
-    """A Delta table's newest version, and the newest commit metadata at or before it (schema
-    changes and deletes record none), from its commit files (see sinks/delta_log.py)."""
-    version = delta_log.newest_version(spark, path)
-    if version < 0:
-        raise LookupError(f"no Delta table at {path}")
-    for v in range(version, max(-1, version - LOOK_BACK), -1):
-        info = delta_log.commit_info(spark, path, v)
-        meta = CommitMeta.parse(info.get("userMetadata")) if info else None
-        if meta is not None:
-            return version, meta
-    return version, None
-
-
-def data_schema(spark: SparkSession, path: str, skip: set[str]) -> T.StructType:
-    """A Delta table's columns, without changelake's own (`skip`)."""
-    schema = spark.read.format("delta").load(path).schema
-    return T.StructType([f for f in schema.fields if f.name not in skip])
-
-
-def delta_exists(spark: SparkSession, path: str) -> bool:
-    if DeltaTable.isDeltaTable(spark, path):
-        return True
-    # isDeltaTable answers from a log cached per path: if this session first looked while
-    # another process had only created the empty _delta_log, it keeps saying no. forPath
-    # reads the log afresh (and refreshes the cache).
-    try:
-        DeltaTable.forPath(spark, path)
-    except AnalysisException:
-        return False
-    return True
 
 
 def evolve(spark: SparkSession, path: str, evolution: Evolution) -> None:
@@ -178,10 +80,6 @@ def keep_properties(spark: SparkSession, path: str, properties: Mapping[str, str
     if stale:
         listed = ", ".join(f"'{k}' = '{v}'" for k, v in stale.items())
         spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ({listed})")
-
-
-def q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class DeltaSink:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from changelake.exceptions import ConfigError
-from changelake.sinks.delta import WRITE_CONFLICTS, delta_exists, q
+from changelake.lake.commits import WRITE_CONFLICTS
+from changelake.lake.layout import delta_exists, q
 from changelake.tables import TableRef
 
 Out = Callable[[str], None]

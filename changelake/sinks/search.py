@@ -23,11 +23,11 @@ from pyspark.sql import types as T
 
 from changelake.changelog.decode import LSN, OFFSET, PARTITION
 from changelake.exceptions import ChangelakeError, RetryableError
+from changelake.lake.errors import ERRORS_SCHEMA
 from changelake.search.bulk import BulkResult, BulkWriter, Doc, Rejected
 from changelake.search.client import SearchApiError, SearchClient
 from changelake.search.config import IndexSpec, alias_for
 from changelake.search.documents import DELETE, ID, SOURCE, VERSION, documents
-from changelake.sinks.delta import ERRORS_SCHEMA
 
 STATE_INDEX = "changelake-state"
 # How long OpenSearch remembers a deleted document's version. A replay of the deleted row's older

@@ -9,16 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from changelake.capture.source import stack_environment
-from changelake.settings import CONNECT_RECORD_LIMITS
+from changelake.settings import (
+    CONNECT_CONFIG_TOPIC,
+    CONNECT_OFFSETS_TOPIC,
+    CONNECT_RECORD_LIMITS,
+    CONNECT_STATUS_TOPIC,
+)
 from changelake.stack.service import JavaService
 
 PLUGINS_FOLDER = "plugins"
 DEBEZIUM_PLUGIN = "plugins/debezium-postgres"
 PROVIDERS = "org.apache.kafka.common.config.provider"
-# The worker's internal topics (the compose file names the same; tests/unit/test_compose.py).
-CONFIG_TOPIC = "changelake-connect-configs"
-OFFSETS_TOPIC = "changelake-connect-offsets"
-STATUS_TOPIC = "changelake-connect-status"
 
 
 class Connect(JavaService):
@@ -51,9 +52,9 @@ class Connect(JavaService):
             "group.id": "changelake-connect",
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "config.storage.topic": CONFIG_TOPIC,
-            "offset.storage.topic": OFFSETS_TOPIC,
-            "status.storage.topic": STATUS_TOPIC,
+            "config.storage.topic": CONNECT_CONFIG_TOPIC,
+            "offset.storage.topic": CONNECT_OFFSETS_TOPIC,
+            "status.storage.topic": CONNECT_STATUS_TOPIC,
             "config.storage.replication.factor": "1",
             "offset.storage.replication.factor": "1",
             "status.storage.replication.factor": "1",

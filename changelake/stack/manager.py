@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from changelake import waiting
 from changelake.exceptions import ConfigError
 from changelake.settings import Settings
 from changelake.stack import process
@@ -50,7 +51,7 @@ def _launch(svc: Service, progress: Progress) -> bool:
 
 def _await_healthy(svc: Service, progress: Progress) -> None:
     began = time.monotonic()
-    ok = process.wait_until(svc.healthy, svc.start_timeout_s, alive=lambda: svc.pid() is not None)
+    ok = waiting.wait_until(svc.healthy, svc.start_timeout_s, alive=lambda: svc.pid() is not None)
     if not ok:
         state = "exited" if svc.pid() is None else f"not healthy after {svc.start_timeout_s:.0f}s"
         raise svc.failure(f"{state} while starting")

@@ -12,12 +12,12 @@ import pwd
 import signal
 import socket
 import subprocess
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from changelake.stack.exceptions import ServiceError
+from changelake.waiting import alive, wait_until
 
 
 @dataclass(frozen=True)
@@ -96,36 +96,16 @@ def _signal_group(pid: int, sig: int) -> None:
 
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def gone() -> bool:
         try:
             # Reap it if it is our child (the `up` that started it may still be running).
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
                 return True
         except ChildProcessError:
             pass
-        if not alive(pid):
-            return True
-        time.sleep(0.1)
-    return False
+        return not alive(pid)
 
-
-def alive(pid: int) -> bool:
-    """True while any thread of `pid` runs. A process whose threads are all zombies is dead (its
-    parent has not reaped it yet); but a JVM's main thread can be a zombie while its other
-    threads still tear down, holding its ports open, so every thread counts."""
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return False
-    return any(_state(f"/proc/{pid}/task/{tid}/stat") not in ("Z", "X", None) for tid in threads)
-
-
-def _state(stat_path: str) -> str | None:
-    try:
-        return Path(stat_path).read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
+    return wait_until(gone, timeout_s, interval_s=0.1)
 
 
 def port_open(host: str, port: int) -> bool:
@@ -143,24 +123,6 @@ def log_tail(path: Path, lines: int = 30) -> str:
     except OSError:
         return f"(no log at {path})"
     return "\n".join(text.splitlines()[-lines:])
-
-
-def wait_until(
-    check: Callable[[], bool],
-    timeout_s: float,
-    *,
-    interval_s: float = 0.5,
-    alive: Callable[[], bool] = lambda: True,
-) -> bool:
-    """Poll `check` until it holds or the deadline passes; give up early if `alive` turns false."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        if not alive():
-            return False
-        time.sleep(interval_s)
-    return check()
 
 
 def require_free_port(service: str, host: str, port: int, env_name: str) -> None:

@@ -13,7 +13,6 @@ the source, and the enrichment's lookup recomputed from the stored changes anoth
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,9 @@ from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS
 from changelake.exceptions import first_line
-from changelake.read.history import stored_history, versions_of
-from changelake.read.table import covered, read_table
-from changelake.read.verify.diff import SAMPLE, Differences
-from changelake.sinks.delta import DELETED, DELETED_AT, delta_exists
+from changelake.lake.layout import DELETED, DELETED_AT, delta_exists
+from changelake.lake.table import covered, read_table
+from changelake.verify.diff import SAMPLE, Differences
 from changelake.views.aggregate import aggregated
 from changelake.views.aggregate_config import Aggregate
 from changelake.views.config import Lookup, load_views
@@ -34,8 +32,10 @@ from changelake.views.derived import DerivedView, build_view, recorded
 from changelake.views.enrichment import LOOKUP_LSN
 from changelake.views.history import CURRENT, VALID_FROM_LSN
 from changelake.views.interval_config import IntervalJoin
+from changelake.views.stored_history import stored_history, versions_of
 from changelake.views.window_config import EventTime
 from changelake.views.windows import END, START
+from changelake.waiting import wait_until
 
 _NOT_DATA = (LSN, OP, SOURCE_TS, DELETED, DELETED_AT)
 _POSITION = (LSN, PARTITION, OFFSET)
@@ -47,7 +47,7 @@ def check_view(
     timeout_s: float = 120.0,
     running: Mapping[str, Any] | None = None,
 ) -> Differences:
-    """`running`: the running pipeline's state (status.pipeline_state), to say why an
+    """`running`: the running pipeline's state (pipeline_file.pipeline_state), to say why an
     aggregate lags."""
     if view.spec.aggregate is not None:
         return check_aggregate(spark, view, view.spec.aggregate, timeout_s, running or {})
@@ -235,10 +235,11 @@ def _wait_covered(spark: SparkSession, view: DerivedView, timeout_s: float) -> l
     """Nothing once the view's newest commit covers each table's offsets as they are now;
     else, past `timeout_s`, the tables whose newest changes it lacks."""
     wanted = {t: covered(spark, p) for t, p in zip(view.spec.tables, view.paths, strict=True)}
-    deadline = time.monotonic() + timeout_s
-    while True:
+    behind: list[str] = []
+
+    def caught_up() -> bool:
         doc = recorded(spark, view.stored_at)
-        behind = [
+        behind[:] = [
             t
             for t, meta in wanted.items()
             if meta is not None
@@ -246,9 +247,10 @@ def _wait_covered(spark: SparkSession, view: DerivedView, timeout_s: float) -> l
                 ((doc or {}).get("tables") or {}).get(t, {}).get("offsets"), meta.offsets
             )
         ]
-        if not behind or time.monotonic() > deadline:
-            return behind
-        time.sleep(0.5)
+        return not behind
+
+    wait_until(caught_up, timeout_s)
+    return behind
 
 
 def _reaches(have: dict[str, int] | None, want: dict[str, int]) -> bool:

@@ -13,12 +13,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.exceptions import ConfigError
-from changelake.read.history import read_history, rows_at, stored_history, versions_of
-from changelake.read.table import covered
-from changelake.read.transactions import ReadPoint
+from changelake.lake.delta_log import commit_info, newest_version
+from changelake.lake.layout import delta_exists
+from changelake.lake.table import covered
+from changelake.lake.transactions import ReadPoint
 from changelake.settings import Settings
-from changelake.sinks.delta import delta_exists
-from changelake.sinks.delta_log import commit_info, newest_version
 from changelake.sinks.history import history_of
 from changelake.tables import TableRef
 from changelake.views.aggregate import aggregated
@@ -26,6 +25,7 @@ from changelake.views.config import ViewSpec, project_views
 from changelake.views.enrichment import changes, enriched
 from changelake.views.interval_config import IntervalJoin
 from changelake.views.interval_join import interval_join
+from changelake.views.stored_history import read_history, rows_at, stored_history, versions_of
 from changelake.views.window_config import EventTime
 from changelake.views.windows import sessions, windows
 

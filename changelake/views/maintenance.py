@@ -30,12 +30,12 @@ from pyspark.sql import functions as F
 from changelake import lakefs, run_log
 from changelake.changelog.decode import OFFSET, OP, PARTITION
 from changelake.exceptions import ConfigError
-from changelake.read.history import stored_history
-from changelake.read.table import covered, read_table, truncate_of
-from changelake.sinks.delta import CommitMeta
+from changelake.lake.commits import CommitMeta
+from changelake.lake.table import covered, read_table, truncate_of
 from changelake.spark import kept, release
 from changelake.views.aggregate import aggregated, touched_groups
 from changelake.views.derived import VIEWS, DerivedView, recorded
+from changelake.views.stored_history import stored_history
 
 Out = Callable[[str], None]
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"

@@ -10,8 +10,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN
+from changelake.lake.layout import delta_exists
 from changelake.pg import pg_lsn
-from changelake.sinks.delta import delta_exists
 from changelake.sinks.history import history_of
 from changelake.views.derived import DerivedView
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 from pyspark.sql import SparkSession
 
 from changelake import lakefs
-from changelake.read.table import read_table
-from changelake.sinks.changelog import changelog_of
+from changelake.lake.layout import changelog_of
+from changelake.lake.table import read_table
 from changelake.sinks.history import HistorySink, history_of
 from changelake.tables import TableRef
 from changelake.views.maintenance import drop_views_reading

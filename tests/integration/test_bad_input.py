@@ -18,8 +18,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from changelake import kafka_io
-from changelake.read.status import pipeline_state
-from changelake.read.table import read_table
+from changelake.apply.pipeline_file import pipeline_state
+from changelake.lake.table import read_table
 from changelake.settings import Settings
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import changelake, free_port, wait_for

@@ -11,8 +11,7 @@ import pytest
 
 from changelake import kafka_io
 from changelake.capture.connect_api import ConnectApi
-from changelake.settings import Settings
-from changelake.stack.connect import CONFIG_TOPIC
+from changelake.settings import CONNECT_CONFIG_TOPIC, Settings
 from tests.support import changelake
 
 pytestmark = pytest.mark.stack
@@ -119,11 +118,11 @@ def test_inline_password_is_refused_before_connect_sees_it(
 
 def test_shop_connector_applies_idempotently(settings: Settings, stack: Any) -> None:
     changelake("connectors", "apply")
-    configs = kafka_io.watermarks(settings.kafka_bootstrap, CONFIG_TOPIC)
+    configs = kafka_io.watermarks(settings.kafka_bootstrap, CONNECT_CONFIG_TOPIC)
     again = changelake("connectors", "apply")
     assert "shop-postgres        unchanged" in again.stdout
     # Nothing was written to Connect: a PUT of the same config restarts the connector's task.
-    assert kafka_io.watermarks(settings.kafka_bootstrap, CONFIG_TOPIC) == configs
+    assert kafka_io.watermarks(settings.kafka_bootstrap, CONNECT_CONFIG_TOPIC) == configs
     status = json.loads(changelake("connectors", "status", "--json").stdout)
     assert status["shop-postgres"]["state"] == "RUNNING"
     assert [t["state"] for t in status["shop-postgres"]["tasks"]] == ["RUNNING"]

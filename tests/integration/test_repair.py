@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 from changelake import kafka_io
 from changelake.changelog.key_changes import NEW_KEY_HEADER
 from changelake.changelog.registry import SCHEMA_HEADER
-from changelake.sinks.changelog import changelog_of
-from changelake.sinks.delta import WRITE_CONFLICTS
+from changelake.lake.commits import WRITE_CONFLICTS
+from changelake.lake.layout import changelog_of
 from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import wait_for

@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 from changelake import kafka_io, tables
 from changelake.demo.load import run_load
 from changelake.demo.seed import seed
-from changelake.read.table import covered
+from changelake.lake.layout import changelog_of
+from changelake.lake.table import covered
 from changelake.settings import Settings
-from changelake.sinks.changelog import changelog_of
 from changelake.sinks.history import history_of
 from changelake.views.checks import check_view
 from changelake.views.derived import derived_views

@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from changelake import waiting
 from changelake.settings import Settings
 from changelake.stack import process
 from tests.support import changelake
@@ -92,7 +93,7 @@ def test_a_service_stops_cleanly_and_comes_back(now: dict[str, Any], settings: S
     pid = now["services"]["opensearch"]["pid"]
     stopped = changelake("stack", "down", "opensearch")
     assert "opensearch  stopped" in stopped.stdout  # TERM sufficed: no KILL was needed
-    assert not process.alive(pid)
+    assert not waiting.alive(pid)
     assert not process.port_open(settings.host, settings.opensearch_port)
     status = json.loads(changelake("stack", "status", "--json", check=False).stdout)
     assert status["services"]["opensearch"]["state"] == "stopped"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from changelake.bench.command import BenchOptions
+from changelake.bench.options import BenchOptions
 from changelake.cli import build_parser
 from changelake.commands import bench_options
 

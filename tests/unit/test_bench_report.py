@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from changelake.bench.markdown import MISSING, TIMES
+from changelake.bench.plot import TimelinePoint
 from changelake.bench.report import (
     Baseline,
     Freshness,
     Results,
-    TimelinePoint,
     machine_info,
     markdown,
     ratios,
@@ -235,7 +235,7 @@ def test_the_quiet_tail_and_served_queries_under_load_are_reported() -> None:
 
 def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
     from changelake.bench.verify_cost import VerifyCost, cost_section, worked_s
-    from changelake.read.verify.verified import work_line
+    from changelake.verify.verified import work_line
 
     log = tmp_path / "verify-cost-1.log"
     log.write_text(f"2026-11-27T20:04:40+0000 INFO    {work_line(3, 60_000, 24.3)}\n")

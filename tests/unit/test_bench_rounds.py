@@ -12,8 +12,8 @@ from changelake.apply.run_report import batch_line
 from changelake.apply.run_state import TableJob
 from changelake.bench.pipeline_runs import STARTED
 from changelake.bench.rounds import round_figures, rounds_section
-from changelake.read.verify.verified import pass_line, work_line
 from changelake.tables import TableRef
+from changelake.verify.verified import pass_line, work_line
 
 
 def line(

@@ -14,9 +14,11 @@ from pyspark.sql import SparkSession
 
 from changelake.apply.compaction import Sealed, compact
 from changelake.apply.compactor import FIRST_GUESS_S, MARGIN_S, Compactor, round_start
-from changelake.read.table import read_table
-from changelake.sinks.changelog import ChangelogSink, changelog_of
-from changelake.sinks.delta import CommitMeta, DeltaSink
+from changelake.lake.commits import CommitMeta
+from changelake.lake.layout import changelog_of
+from changelake.lake.table import read_table
+from changelake.sinks.changelog import ChangelogSink
+from changelake.sinks.delta import DeltaSink
 from changelake.tables import TableRef
 from tests.support import wait_for
 from tests.unit.test_read_view import BASE, CHANGELOG, SOFT, Event, apply, events, rows, ts

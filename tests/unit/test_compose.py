@@ -19,7 +19,10 @@ from changelake import kafka_security
 from changelake.apply.run import STOP_WITHIN_S
 from changelake.capture.source import source_of
 from changelake.settings import (
+    CONNECT_CONFIG_TOPIC,
+    CONNECT_OFFSETS_TOPIC,
     CONNECT_RECORD_LIMITS,
+    CONNECT_STATUS_TOPIC,
     KAFKA_RECORD_LIMITS,
     POSTGRES_REPLICATION,
     Settings,
@@ -27,7 +30,6 @@ from changelake.settings import (
     load_settings,
     read_versions,
 )
-from changelake.stack import connect
 from changelake.stack.install import SMT_FOLDER
 from tests import compose_files
 from tests.compose_files import (
@@ -558,9 +560,9 @@ def test_connect_is_a_distributed_worker_with_config_providers(
         name: env[name]
         for name in ("CONFIG_STORAGE_TOPIC", "OFFSET_STORAGE_TOPIC", "STATUS_STORAGE_TOPIC")
     } == {
-        "CONFIG_STORAGE_TOPIC": connect.CONFIG_TOPIC,
-        "OFFSET_STORAGE_TOPIC": connect.OFFSETS_TOPIC,
-        "STATUS_STORAGE_TOPIC": connect.STATUS_TOPIC,
+        "CONFIG_STORAGE_TOPIC": CONNECT_CONFIG_TOPIC,
+        "OFFSET_STORAGE_TOPIC": CONNECT_OFFSETS_TOPIC,
+        "STATUS_STORAGE_TOPIC": CONNECT_STATUS_TOPIC,
     }
     assert set(env["CONNECT_CONFIG_PROVIDERS"].split(",")) == {"env", "file"}
     assert env["CONNECT_CONFIG_PROVIDERS_ENV_CLASS"] == (

@@ -1,4 +1,4 @@
-"""Reads at one source transaction (read/transactions.py) against a simulated source whose
+"""Reads at one source transaction (lake/transactions.py) against a simulated source whose
 transactions interleave: each writes an order and its lines (the order's total is the sum of
 its lines' amounts at every commit), changes both, or deletes both, with change LSNs of
 concurrent transactions mixed and topics in commit order. A read as of any LSN must equal the
@@ -16,10 +16,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from changelake.read.history import versions_of
-from changelake.read.transactions import ReadPoint, consistent_lsn, reached
-from changelake.sinks.delta import CommitMeta
+from changelake.lake.commits import CommitMeta
+from changelake.lake.transactions import ReadPoint, consistent_lsn, reached
 from changelake.views.history import CURRENT
+from changelake.views.stored_history import versions_of
 
 POSITION = "_cdc_op string, _cdc_lsn long, _cdc_source_ts timestamp, _kafka_partition int, "
 POSITION += "_kafka_offset long, _cdc_tx long"

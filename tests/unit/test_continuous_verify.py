@@ -13,9 +13,9 @@ from psycopg import sql
 from changelake.cli import _share
 from changelake.read.dropped_columns import dropped
 from changelake.read.status_print import verified_line
-from changelake.read.verify.continuous import _differing
-from changelake.read.verify.ranges import KeyColumn, next_boundary_query
-from changelake.read.verify.verified import record, verified
+from changelake.verify.continuous import _differing
+from changelake.verify.ranges import KeyColumn, next_boundary_query
+from changelake.verify.verified import record, verified
 
 KEY = [KeyColumn("shop", False), KeyColumn("sku", True)]
 

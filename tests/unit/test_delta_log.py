@@ -9,8 +9,8 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from changelake.sinks.delta import CommitMeta, latest_commit
-from changelake.sinks.delta_log import last_present, newest_version
+from changelake.lake.commits import CommitMeta, latest_commit
+from changelake.lake.delta_log import last_present, newest_version
 
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 

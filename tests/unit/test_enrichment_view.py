@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from changelake.read.history import versions_of
 from changelake.views.checks import recomputed
 from changelake.views.config import Lookup
 from changelake.views.enrichment import changes, enriched
+from changelake.views.stored_history import versions_of
 
 POSITION = "_cdc_op string, _cdc_lsn long, _cdc_source_ts timestamp, _kafka_partition int, "
 POSITION += "_kafka_offset long"

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from changelake.changelog.plan import Truncate
-from changelake.read.view import current_rows, newest_changes
+from changelake.lake.current_rows import current_rows, newest_changes
 
 BASE = "id long, v string, _cdc_lsn long, _cdc_op string, _cdc_source_ts timestamp"
 SOFT = BASE + ", _cdc_deleted boolean, _cdc_deleted_at timestamp"

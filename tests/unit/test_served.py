@@ -18,11 +18,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from changelake.bench.query_latency import QueryFigures, query_section
+from changelake.lake.commits import CommitMeta
 from changelake.read import served_query as served
-from changelake.read.served import ServedViews, port_for, request_dir, requested
 from changelake.read.served_query import Served, mentioned, served_views
+from changelake.serve.served import ServedViews, port_for, request_dir, requested
 from changelake.settings import Settings, load_settings
-from changelake.sinks.delta import CommitMeta
 from tests.support import wait_for
 
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from changelake.read.slot_status import slot_warnings
+from changelake.capture.slot_status import slot_warnings
 
 GIB = 1 << 30
 OWNERS = {"changelake_shop": "shop-postgres"}

@@ -8,9 +8,9 @@ from decimal import Decimal
 
 from pyspark.sql import SparkSession
 
-from changelake.read.verify.diff import Differences
-from changelake.read.verify.events import _row, compare
-from changelake.read.verify.sides import Comparable
+from changelake.verify.diff import Differences
+from changelake.verify.events import _row, compare
+from changelake.verify.sides import Comparable
 
 HOW = Comparable(set(), set())
 EVENTS = "what string, amount decimal(9,2), _cdc_op string, _cdc_lsn long, _kafka_offset long"

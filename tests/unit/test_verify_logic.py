@@ -8,16 +8,16 @@ from decimal import Decimal
 
 from psycopg import sql
 
-from changelake.read.verify.canonical import as_json, canonical, document_value
-from changelake.read.verify.diff import Differences
-from changelake.read.verify.ranges import (
+from changelake.verify.canonical import as_json, canonical, document_value
+from changelake.verify.diff import Differences
+from changelake.verify.ranges import (
     KeyColumn,
     KeyRange,
     boundaries_query,
     ranges,
     source_filter,
 )
-from changelake.read.verify.sides import doc_id
+from changelake.verify.sides import doc_id
 
 KEY = [KeyColumn("shop", False), KeyColumn("sku", True)]
 

@@ -1,6 +1,6 @@
 """verify names why an aggregate lags its tables (issue 41): no run, a run started with another
 views file, or a run still catching up. The running pipeline's views file comes from its state
-(pipeline.json, `status.pipeline_state`)."""
+(pipeline.json, `pipeline_file.pipeline_state`)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 
 from changelake.changelog.decode import LSN, OFFSET, OP, PARTITION, TX
 from changelake.exceptions import ChangelakeError
-from changelake.sinks.delta import CommitMeta
+from changelake.lake.commits import CommitMeta
 from changelake.spark import kafka_options
 
 XID, COMMIT, COUNTS = "xid", "commit_lsn", "counts"

@@ -5,7 +5,7 @@ A long `changelake run` starts Spark's own Connect server inside its driver (Spa
 SparkConnectPlugin, on loopback unless `CHANGELAKE_SPARK_CONNECT_BIND` says otherwise, so
 notebooks and BI tools on this machine can use the same endpoint) and keeps one global temporary
 view per table, `global_temp.<table>` (base ⊕ changelog, as every reader sees it, see
-read/table.py), brought to its table's newest version when a query asks for it. A query asks by
+lake/table.py), brought to its table's newest version when a query asks for it. A query asks by
 a file in the run directory (`served-requests/`), or, from where it cannot see that directory
 (the host of the run's container), at the run's HTTP endpoint (`/served`, see apply/endpoint.py):
 only the views its statement names, so a query never waits on a view it does not read.
@@ -171,7 +171,7 @@ class ServedViews:
             refs = list(self.refs())
         except RuntimeError:  # the run added a table while we looked: next tick
             return
-        from changelake.read.query import ERRORS_VIEW, errors_path
+        from changelake.lake.errors import ERRORS_VIEW, errors_path
         from changelake.views.derived import derived_views
 
         served = set(self.stamps)
@@ -190,7 +190,7 @@ class ServedViews:
     def _note_servable(self) -> None:
         """Every view a query may ask for (the run's tables, views.json's views, `_errors`),
         published when it changes: the names a query looks for in its statement."""
-        from changelake.read.query import ERRORS_VIEW
+        from changelake.lake.errors import ERRORS_VIEW
         from changelake.views.derived import derived_views
 
         try:
@@ -212,9 +212,9 @@ class ServedViews:
     ) -> None:
         """Rebuild `name`'s view if its base table or changelog changed (`plain`: `_errors`, a
         Delta table without a changelog, served empty before its first dead letter)."""
-        from changelake.read.table import read_table
-        from changelake.sinks.changelog import changelog_of
-        from changelake.sinks.delta_log import stamp
+        from changelake.lake.delta_log import stamp
+        from changelake.lake.layout import changelog_of
+        from changelake.lake.table import read_table
 
         seen = self.stamps.get(name)
         known = seen or (-1, 0, -1, 0)
@@ -228,7 +228,7 @@ class ServedViews:
                 return
             pending = None
             if plain:  # `_errors`: no rows in its columns while nothing failed
-                from changelake.read.query import errors_rows
+                from changelake.lake.errors import errors_rows
 
                 rows = errors_rows(self.spark, self.settings)
             else:
@@ -246,7 +246,7 @@ class ServedViews:
 
     def refresh_view(self, view: DerivedView) -> None:
         """Rebuild a view of views.json if a stored history it reads (or its own rows) changed."""
-        from changelake.sinks.delta_log import stamp
+        from changelake.lake.delta_log import stamp
         from changelake.views.derived import build_view
 
         seen = self.stamps.get(view.name, ())

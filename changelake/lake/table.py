@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.changelog.plan import Truncate
-from changelake.read.view import current_rows, newest_changes
-from changelake.sinks.changelog import EPOCH, changelog_of
-from changelake.sinks.delta import DELETED, CommitMeta, delta_exists, latest_commit
+from changelake.lake.commits import CommitMeta, latest_commit
+from changelake.lake.current_rows import current_rows, newest_changes
+from changelake.lake.layout import DELETED, EPOCH, changelog_of, delta_exists
 from changelake.spark import kept
 
 

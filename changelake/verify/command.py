@@ -14,13 +14,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from changelake import progress
+from changelake.apply.pipeline_file import pipeline_state
 from changelake.capture.source import source_of
-from changelake.read.status import pipeline_state
-from changelake.read.table import read_table
-from changelake.read.verify import events
-from changelake.read.verify.diff import Differences
-from changelake.read.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
-from changelake.read.verify.sides import (
+from changelake.lake.layout import delta_exists
+from changelake.lake.table import read_table
+from changelake.search.client import SearchClient
+from changelake.settings import Settings
+from changelake.sinks.search import SearchSink
+from changelake.tables import TableRef
+from changelake.verify import events
+from changelake.verify.diff import Differences
+from changelake.verify.ranges import TEXT_TYPES, Key, KeyColumn, boundaries_query, ranges
+from changelake.verify.sides import (
     Comparable,
     connect,
     doc_id,
@@ -29,12 +34,7 @@ from changelake.read.verify.sides import (
     lake_range,
     source_range,
 )
-from changelake.read.verify.wait import wait_applied
-from changelake.search.client import SearchClient
-from changelake.settings import Settings
-from changelake.sinks.delta import delta_exists
-from changelake.sinks.search import SearchSink
-from changelake.tables import TableRef
+from changelake.verify.wait import wait_applied
 from changelake.views.checks import check_view
 from changelake.views.derived import derived_views
 
@@ -222,7 +222,7 @@ def _compare_index(
     fields: list[str],
     differences: Differences,
 ) -> None:
-    from changelake.read.verify.canonical import document_value
+    from changelake.verify.canonical import document_value
 
     ids = {doc_id(k): k for k in source}
     docs = index_range(client, alias, ids, fields)

@@ -1,5 +1,5 @@
 """A table's stored history as readers see it (views/history.py): its versions, its changes
-with their key, or its rows at one read point (read/transactions.py)."""
+with their key, or its rows at one read point (lake/transactions.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN, OP, SOURCE_TS, TX
-from changelake.read.table import covered
-from changelake.read.transactions import ReadPoint
-from changelake.sinks.delta import delta_exists
+from changelake.lake.layout import delta_exists
+from changelake.lake.table import covered
+from changelake.lake.transactions import ReadPoint
 from changelake.sinks.history import history_of
 from changelake.views.history import (
     CURRENT,

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from changelake import kafka_io
+from changelake.apply.pipeline_file import STOPPED_STATES, pipeline_state
 from changelake.capture.caught_up import wait_caught_up
 from changelake.exceptions import ChangelakeError
-from changelake.read.status import STOPPED_STATES, pipeline_state
-from changelake.read.table import covered
+from changelake.lake.table import covered
 from changelake.search.client import SearchClient
 from changelake.settings import Settings
 from changelake.sinks.search import SearchSink

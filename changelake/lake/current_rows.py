@@ -21,8 +21,7 @@ from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TOASTED
 from changelake.changelog.plan import Truncate, latest_per_key
-from changelake.sinks.changelog import EPOCH
-from changelake.sinks.delta import DELETED, DELETED_AT
+from changelake.lake.layout import DELETED, DELETED_AT, EPOCH
 
 _CL_LSN = "_view_changelog_lsn"
 _WHERE_FROM = (PARTITION, OFFSET, EPOCH, TOASTED)  # changelog columns that are not the table's

@@ -19,7 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from changelake import pg
-from changelake.read.verify.canonical import (
+from changelake.search.client import SearchClient
+from changelake.verify.canonical import (
     Float4Loader,
     MoneyLoader,
     as_json,
@@ -27,8 +28,7 @@ from changelake.read.verify.canonical import (
     canonical,
     document_value,
 )
-from changelake.read.verify.ranges import Key, KeyColumn, KeyRange, lake_filter, source_filter
-from changelake.search.client import SearchClient
+from changelake.verify.ranges import Key, KeyColumn, KeyRange, lake_filter, source_filter
 
 Rows = dict[Key, dict[str, Any]]
 LAKE_ONLY = {"_cdc_lsn", "_cdc_op", "_cdc_source_ts", "_cdc_deleted", "_cdc_deleted_at"}

@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN, OP
-from changelake.read.verify.diff import Differences
-from changelake.read.verify.sides import Comparable, columns_sql, lake_frame
+from changelake.verify.diff import Differences
+from changelake.verify.sides import Comparable, columns_sql, lake_frame
 
 _OP = "_verify_op"  # the event's op, under a name lake_frame keeps
 

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from changelake.read.verify.ranges import Key
+from changelake.verify.ranges import Key
 
 SAMPLE = 10  # keys shown per kind of difference
 

@@ -34,22 +34,24 @@ from pyspark.sql import DataFrame, SparkSession
 from changelake import kafka_io, run_log
 from changelake.capture.resend import Request, send
 from changelake.exceptions import first_line
-from changelake.read.table import read_table
-from changelake.read.verify.command import (
+from changelake.lake.table import read_table
+from changelake.settings import Settings
+from changelake.tables import TableRef, source_of_table
+from changelake.verify.command import (
     captured_columns,
     comparable,
     source_columns,
     table_sql,
 )
-from changelake.read.verify.diff import row_hash
-from changelake.read.verify.ranges import (
+from changelake.verify.diff import row_hash
+from changelake.verify.ranges import (
     TEXT_TYPES,
     Key,
     KeyColumn,
     KeyRange,
     next_boundary_query,
 )
-from changelake.read.verify.sides import (
+from changelake.verify.sides import (
     Comparable,
     Rows,
     connect,
@@ -57,9 +59,7 @@ from changelake.read.verify.sides import (
     lake_range,
     source_range,
 )
-from changelake.read.verify.verified import pass_line, record, work_line
-from changelake.settings import Settings
-from changelake.tables import TableRef, source_of_table
+from changelake.verify.verified import pass_line, record, work_line
 
 # Source rows per step: what each side holds in memory at once. A step's fixed cost (the lake's
 # read planned, its changelog's newest changes found) is a few seconds on a busy small machine,
@@ -226,7 +226,7 @@ class ContinuousVerifier:
         return all(applied.get(p, 0) >= end for p, end in suspect.ends.items())
 
     def _side(self, conn: psycopg.Connection[Any], ref: TableRef) -> Side | None:
-        from changelake.sinks.delta import delta_exists
+        from changelake.lake.layout import delta_exists
 
         path = ref.path(self.settings.lake)
         if not delta_exists(self.spark, path):

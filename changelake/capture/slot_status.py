@@ -10,7 +10,6 @@ from typing import Any
 import psycopg
 
 from changelake.exceptions import ConfigError, first_line
-from changelake.read.status_print import byte_size
 from changelake.settings import SLOT_LAG_WARN_VAR, Settings
 from changelake.tables import TableRef, slot_tables, source_of_table
 
@@ -91,3 +90,17 @@ def slot_warnings(
             " (docs/capture.md)"
         )
     return warnings
+
+
+def byte_size(n: int | None) -> str:
+    """A byte count as people read it (`1.5 GiB`)."""
+    if n is None:
+        return "? bytes"
+    if n < 1024:
+        return f"{n} bytes"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"

@@ -1,4 +1,4 @@
-"""What the run's continuous verification has done per table (read/verify/continuous.py writes
+"""What the run's continuous verification has done per table (verify/continuous.py writes
 it; `status` shows it): kept in `verified.json` in the run directory."""
 
 from __future__ import annotations

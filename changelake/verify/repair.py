@@ -21,9 +21,9 @@ from pyspark.sql import SparkSession
 from changelake.capture.connect_offsets import offsets_end
 from changelake.capture.resend import Request, send, wait_resent
 from changelake.exceptions import ConfigError
-from changelake.read.verify.command import TableCheck, verify
 from changelake.settings import Settings
 from changelake.tables import TableRef, source_of_table
+from changelake.verify.command import TableCheck, verify
 
 Out = Callable[[str], None]
 

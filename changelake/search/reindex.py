@@ -17,9 +17,10 @@ from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN, OP
 from changelake.exceptions import ConfigError
-from changelake.read.table import TableRead, read_table, truncate_of
+from changelake.lake.layout import delta_exists
+from changelake.lake.table import TableRead, read_table, truncate_of
 from changelake.search.bulk import BulkResult, Rejected
-from changelake.sinks.delta import ErrorsSink, delta_exists
+from changelake.sinks.delta import ErrorsSink
 from changelake.sinks.search import SearchSink, rejected_frame
 from changelake.tables import TableRef
 
