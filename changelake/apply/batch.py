@@ -1,13 +1,12 @@
-"""Apply one micro-batch of a table's records to its changelog (and dead letters to `_errors`).
+"""Apply one micro-batch of a table's records: decode, prepare, then write it to the table's sinks.
 
 Called for each table with records in a connector's micro-batch (`connector_batch`); everything
 here runs once per table and batch: decode → reconcile the schema → newest change per key, made
-complete → dead letters → ONE APPEND to the table's changelog, whose commit records the offsets
-it covers (the stream restarts from those, so a batch is never appended twice) → the same rows
-to the table's search index, if it has one (one bulk per batch, versioned by LSN). No MERGE
-here: the compactor seals the table's epoch between two batches, when its freshness target
-says so, and folds sealed epochs of the changelog into the base table (merge-on-read,
-docs/pipeline.md).
+complete → each sink in turn (`batch_sinks`): dead letters, the stored history, ONE APPEND to
+the table's changelog, whose commit records the offsets it covers (the stream restarts from
+those, so a batch is never appended twice), then the table's search index. No MERGE here: the
+compactor seals the table's epoch between two batches, when its freshness target says so, and
+folds sealed epochs of the changelog into the base table (merge-on-read, docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -26,15 +25,25 @@ from pyspark.sql import functions as F
 from changelake import kafka_io
 from changelake.apply import faults
 from changelake.apply.added_columns import AddedColumns
+from changelake.apply.batch_sinks import (
+    AppliedBatch,
+    BatchSink,
+    Changelog,
+    DeadLetters,
+    Events,
+    History,
+    Index,
+    write_through,
+)
 from changelake.apply.batch_stats import BatchStats, add_change_stats
 from changelake.apply.compaction import Sealed
 from changelake.apply.compactor import Compactor
 from changelake.apply.key_change_guard import KeyChangeGuard
 from changelake.apply.table_columns import TableColumns
 from changelake.changelog.batch import Decoded, decode_batch
-from changelake.changelog.decode import LSN, OFFSET, PARTITION, TOASTED, Fetch, Schemas, Version
+from changelake.changelog.decode import LSN, TOASTED, Fetch, Schemas, Version
 from changelake.changelog.plan import after_truncate, completed, latest_per_key
-from changelake.changelog.redelivery import POSITION, as_position, first_deliveries, highest
+from changelake.changelog.redelivery import as_position, highest
 from changelake.exceptions import ChangelakeError
 from changelake.lake.commits import CommitMeta, furthest
 from changelake.lake.layout import changelog_of
@@ -42,10 +51,9 @@ from changelake.lake.table import commits, epoch_of, newest, read_table, truncat
 from changelake.sinks.changelog import ChangelogSink
 from changelake.sinks.delta import DeltaSink, ErrorsSink
 from changelake.sinks.history import HistorySink, history_of
-from changelake.sinks.search import SearchSink, rejected_frame
+from changelake.sinks.search import SearchSink
 from changelake.spark import held, job_group
 from changelake.tables import TableRef
-from changelake.views.history import carried
 
 ONE_TASK_RECORDS = 20_000  # a table's batch of up to this many records is planned as one task
 
@@ -79,7 +87,7 @@ class TableApplier:
         added: AddedColumns | None = None,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
-        self.guard, self.search = guard, search
+        self.guard = guard
         self.spark = spark
         self.fetch = record_fetcher(bootstrap, table.topic)
         self.schemas = schemas
@@ -88,8 +96,16 @@ class TableApplier:
         self.history = (
             HistorySink(spark, history_of(self.base.path)) if table.keeps_history else None
         )
-        self.errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
+        errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
         self.columns = TableColumns(spark, table, self.base, self.changelog, self.history, added)
+        self.dead_letters = DeadLetters(errors)
+        self.sinks: list[BatchSink] = [self.dead_letters]
+        if table.events:
+            self.sinks.append(Events(self.base))
+        else:
+            self.sinks += [History(self.history)] if self.history is not None else []
+            self.sinks.append(Changelog(self.changelog))
+            self.sinks += [Index(search, errors, table.topic)] if search is not None else []
         # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last
         # commit (this applier makes every later one), the schema versions.
         self.previous: CommitMeta | None = None
@@ -163,9 +179,8 @@ class TableApplier:
     def resume(self) -> None:
         """Where the commits say the table is: what it covers, and a fresh epoch to append to
         (changes a crashed run appended and never compacted are sealed with the next one)."""
-        self.changelog.keep_properties()
-        if self.history is not None:
-            self.history.keep_properties()
+        for sink in self.sinks:
+            sink.setup()
         base_meta, log_meta = commits(self.spark, self.base.path)
         self.previous = newest(base_meta, log_meta)
         self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1
@@ -206,82 +221,65 @@ class TableApplier:
                 "set its topic creation group back to a compacting one, or `changelake run "
                 f"--resnapshot {self.table.name}` to make it again as events",
             )
-        if self.table.events:
-            return self._append_events(decoded, previous, stats)
-        key = decoded.key or (previous.key if previous else ())
-        if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
-            with stats.timed("prepare"):
-                self.columns.prepare(decoded, previous, key)
-            meta = self._meta(stats, previous, key)
-            rows = latest_per_key(
-                _by_key(after_truncate(decoded.changes, _wiped_below(stats, previous)), key, stats),
-                key,
-                decoded.toastable if stats.toasted else (),
-            )
-            before = self._before(stats)
-            with ExitStack() as batch:
-                with stats.timed("complete"):
-                    # Held for the batch's several reads; read from the table (`before`),
-                    # cached rows would be planned again by the append to its changelog.
-                    reads_tables = before is not None
-                    rows = batch.enter_context(
-                        held(self._complete(rows, key, before), reads_tables)
-                    )
-                # Before the append: the restart after a crash begins at the offsets the append
-                # recorded, so whatever this batch must do besides its append happens first
-                # (both are harmless to repeat); only the index is caught up after a crash.
-                if self.guard is not None and stats.marks:
-                    with stats.timed("key changes"):
-                        stats.resent = self.guard.check(
-                            stats.marks, stats.offsets, key, decoded.columns
-                        )
-                with stats.timed("errors"):
-                    stats.errors += self._dead_letters(decoded, stats.bad)
-                if self.history is not None:
-                    with stats.timed("history"):
-                        self.history.append(self._versions(decoded, key, stats, before))
-                faults.pause_if("before-append", self.table.name, self.run_dir)
-                with stats.timed("append"):
-                    self.changelog.append(rows, self.epoch, meta)
-                self.previous, self.appended = meta, self.epoch
-                if self.dirty_since is None:
-                    self.dirty_since = _committed_at(stats)
-                faults.pause_if("after-commit", self.table.name, self.run_dir)
-                with stats.timed("index"):
-                    self._index(rows, key, stats, meta)
+        if decoded.changes is None or not (stats.changes or stats.truncate_lsn is not None):
+            with stats.timed("errors"):  # a batch of nothing but bad records
+                self.dead_letters.letters(decoded, stats)
             return stats
-        with stats.timed("errors"):  # a batch of nothing but bad records
-            stats.errors += self._dead_letters(decoded, stats.bad)
+        if self.table.events:
+            self._write(self._events_batch(decoded, previous, stats))
+            return stats
+        key = decoded.key or (previous.key if previous else ())
+        with stats.timed("prepare"):
+            self.columns.prepare(decoded, previous, key)
+        rows = latest_per_key(
+            _by_key(after_truncate(decoded.changes, _wiped_below(stats, previous)), key, stats),
+            key,
+            decoded.toastable if stats.toasted else (),
+        )
+        before = self._before(stats)
+        with ExitStack() as held_rows:
+            with stats.timed("complete"):
+                # Held for the batch's several reads; read from the table (`before`), cached
+                # rows would be planned again by the append to its changelog.
+                complete = self._complete(rows, key, before)
+                rows = held_rows.enter_context(held(complete, before is not None))
+            # Before any sink: the restart after a crash begins at the offsets the commit
+            # recorded, so whatever must happen besides the sinks' writes happens first.
+            if self.guard is not None and stats.marks:
+                with stats.timed("key changes"):
+                    stats.resent = self.guard.check(
+                        stats.marks, stats.offsets, key, decoded.columns
+                    )
+            meta = self._meta(stats, previous, key)
+            self._write(AppliedBatch(decoded, stats, meta, self.epoch, rows, before))
         return stats
 
-    def _append_events(
+    def _events_batch(
         self, decoded: Decoded, previous: CommitMeta | None, stats: BatchStats
-    ) -> BatchStats:
-        """An event table's batch: every change (a truncate too) appended to its table as it
-        came, in one commit that records the offsets it covers."""
-        if decoded.changes is not None and (stats.changes or stats.truncate_lsn is not None):
-            meta = self._meta(stats, previous, ())
-            after = as_position(previous.extra.get("position")) if previous else None
-            newest = highest(after, stats.max_position)
-            if newest is not None:
-                meta.extra["position"] = list(newest)
-            with stats.timed("errors"):
-                stats.errors += self._dead_letters(decoded, stats.bad)
-            faults.pause_if("before-append", self.table.name, self.run_dir)
-            with stats.timed("append"):
-                rows = decoded.changes.drop(TOASTED)
-                if stats.max_position is None:  # nothing stamped: nothing to skip, no sort
-                    self.base.append(rows.drop(POSITION), meta)
-                else:
-                    self.base.append(first_deliveries(rows, after, (PARTITION, OFFSET)), meta)
-                    written = self.base.written_rows()
-                    stats.redelivered = stats.changes + stats.truncates - written
-            self.previous = meta
-            faults.pause_if("after-commit", self.table.name, self.run_dir)
-            return stats
-        with stats.timed("errors"):
-            stats.errors += self._dead_letters(decoded, stats.bad)
-        return stats
+    ) -> AppliedBatch:
+        """An event table's batch: every change (a truncate too) appended as it came, in one
+        commit that records the offsets it covers and the newest position written."""
+        meta = self._meta(stats, previous, ())
+        delivered = as_position(previous.extra.get("position")) if previous else None
+        newest = highest(delivered, stats.max_position)
+        if newest is not None:
+            meta.extra["position"] = list(newest)
+        return AppliedBatch(decoded, stats, meta, self.epoch, delivered=delivered)
+
+    def _write(self, batch: AppliedBatch) -> None:
+        """The batch to each sink in turn; after the commit, the applier moves on."""
+
+        def committed() -> None:
+            self.previous = batch.meta
+            if not self.table.events:  # an event table has no changelog to compact
+                self.appended = batch.epoch
+                if self.dirty_since is None:
+                    self.dirty_since = _committed_at(batch.stats)
+
+        def pause(point: str) -> None:
+            faults.pause_if(point, self.table.name, self.run_dir)
+
+        write_through(self.sinks, batch, committed, pause)
 
     def _before(self, stats: BatchStats) -> DataFrame | None:
         """The table as of before the batch (read, as any reader does, base ⊕ changelog), when
@@ -295,22 +293,6 @@ class TableApplier:
             before = before.where(F.col(LSN) > F.lit(stats.truncate_lsn))
         return before
 
-    def _versions(
-        self,
-        decoded: Decoded,
-        key: tuple[str, ...],
-        stats: BatchStats,
-        before: DataFrame | None,
-    ) -> DataFrame:
-        """Every change of the batch for the history, made complete: an unchanged-TOAST value
-        from the key's previous change in the batch, or else from the table before it."""
-        changes = decoded.with_transactions  # a read at one commit LSN needs them
-        assert changes is not None
-        rows = carried(changes, key, decoded.toastable if stats.toasted else ())
-        if not stats.toasted or before is None:
-            return rows.drop(TOASTED)
-        return completed(rows, before, key, False)
-
     def _complete(
         self, rows: DataFrame, key: tuple[str, ...], before: DataFrame | None
     ) -> DataFrame:
@@ -319,28 +301,6 @@ class TableApplier:
         if before is None:
             return rows.drop(TOASTED)
         return completed(rows, before, key, self.table.soft_delete)
-
-    def _index(
-        self,
-        rows: DataFrame,
-        key: tuple[str, ...],
-        stats: BatchStats,
-        meta: CommitMeta,
-    ) -> None:
-        """The batch's rows to the search index, after the append: after a crash in between,
-        the restart catches the index up from the changelog (`reindex.catch_up`)."""
-        if self.search is None:
-            return
-        faults.pause_if("before-index", self.table.name, self.run_dir)
-        result = self.search.apply(rows, key, stats.truncate_lsn)
-        stats.indexed, stats.stale = result.written, result.stale
-        if result.rejected:
-            stats.errors += len(result.rejected)
-            frame = rejected_frame(
-                rows.sparkSession, self.table.topic, self.search.alias, result.rejected
-            )
-            self.errors.write(frame)
-        self.search.record(meta.max_lsn, meta.max_source_ts)
 
     def _meta(
         self, stats: BatchStats, previous: CommitMeta | None, key: tuple[str, ...]
@@ -360,11 +320,6 @@ class TableApplier:
         return CommitMeta(
             "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes, extra
         )
-
-    def _dead_letters(self, decoded: Decoded, bad: int) -> int:
-        if bad:  # counted in the batch's aggregations: no job when there are none
-            self.errors.write(decoded.errors)
-        return bad
 
 
 def _committed_at(stats: BatchStats) -> float:

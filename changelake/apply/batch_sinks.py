@@ -1,0 +1,186 @@
+"""Where a table's batch goes: each of its sinks, in order, through one interface.
+
+A keyed table's batch goes to its dead letters, its stored history (if it keeps one), its
+changelog (THE commit: it records the offsets the batch covers, and the stream restarts from
+those) and then its search index (if it has one); an event table's, to its dead letters and its
+base table (its commit). Whatever a sink before the commit writes is harmless to write again
+(the restart after a crash replays the batch); the index, after it, is caught up from the
+changelog when a crash came in between (`reindex.catch_up`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyspark.sql import DataFrame
+
+from changelake.apply.batch_stats import BatchStats
+from changelake.changelog.batch import Decoded
+from changelake.changelog.decode import OFFSET, PARTITION, TOASTED
+from changelake.changelog.plan import completed
+from changelake.changelog.redelivery import POSITION, Position, first_deliveries
+from changelake.lake.commits import CommitMeta
+from changelake.sinks.changelog import ChangelogSink
+from changelake.sinks.delta import DeltaSink, ErrorsSink
+from changelake.sinks.history import HistorySink
+from changelake.sinks.search import SearchSink, rejected_frame
+from changelake.views.history import carried
+
+
+@dataclass
+class AppliedBatch:
+    """One table's batch as every sink takes it."""
+
+    decoded: Decoded
+    stats: BatchStats  # counts, and where the time went; sinks add what they wrote
+    meta: CommitMeta  # what the commit records: offsets covered, highest LSN, the key
+    epoch: int  # the changelog epoch the batch appends to
+    rows: DataFrame | None = None  # newest change per key, complete (a keyed table's)
+    before: DataFrame | None = None  # the table before the batch, when the batch needs it
+    delivered: Position | None = None  # an event table's: the newest position already written
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.meta.key
+
+
+class BatchSink(Protocol):
+    """A place a table's batches are written to."""
+
+    step: str  # what its time is counted under in the batch's line; `before-<step>` fault point
+    commits: bool  # its write is the batch's commit
+
+    def setup(self) -> None:
+        """Once, before the table's first batch of a run."""
+
+    def write(self, batch: AppliedBatch) -> None:
+        """The batch, in one write; safe to repeat if before the commit."""
+
+
+def write_through(
+    sinks: Sequence[BatchSink],
+    batch: AppliedBatch,
+    committed: Callable[[], None],
+    pause: Callable[[str], None] = lambda _: None,
+) -> None:
+    """The batch to each sink in turn, its time counted under the sink's step; `committed`
+    right after the commit, before any sink after it; `pause(point)` at each fault point
+    (`before-<step>`, `after-commit`). A sink that fails ends the batch there."""
+    for sink in sinks:
+        pause(f"before-{sink.step}")
+        with batch.stats.timed(sink.step):
+            sink.write(batch)
+        if sink.commits:
+            committed()
+            pause("after-commit")
+
+
+class DeadLetters:
+    """Records that cannot be applied, to `_errors` (once each, however often written)."""
+
+    step, commits = "errors", False
+
+    def __init__(self, errors: ErrorsSink) -> None:
+        self.errors = errors
+
+    def setup(self) -> None:
+        pass
+
+    def write(self, batch: AppliedBatch) -> None:
+        self.letters(batch.decoded, batch.stats)
+
+    def letters(self, decoded: Decoded, stats: BatchStats) -> None:
+        """A batch's dead letters (a batch of nothing but bad records has only those)."""
+        if stats.bad:  # counted in the batch's aggregations: no job when there are none
+            self.errors.write(decoded.errors)
+        stats.errors += stats.bad
+
+
+class History:
+    """Every change of the batch, made complete: an unchanged-TOAST value from the key's
+    previous change in the batch, or else from the table before it."""
+
+    step, commits = "history", False
+
+    def __init__(self, history: HistorySink) -> None:
+        self.history = history
+
+    def setup(self) -> None:
+        self.history.keep_properties()
+
+    def write(self, batch: AppliedBatch) -> None:
+        changes = batch.decoded.with_transactions  # a read at one commit LSN needs them
+        assert changes is not None
+        toasted = batch.stats.toasted
+        rows = carried(changes, batch.key, batch.decoded.toastable if toasted else ())
+        if not toasted or batch.before is None:
+            rows = rows.drop(TOASTED)
+        else:
+            rows = completed(rows, batch.before, batch.key, False)
+        self.history.append(rows)
+
+
+class Changelog:
+    """The batch's newest change per key, appended in its epoch: the commit."""
+
+    step, commits = "append", True
+
+    def __init__(self, changelog: ChangelogSink) -> None:
+        self.changelog = changelog
+
+    def setup(self) -> None:
+        self.changelog.keep_properties()
+
+    def write(self, batch: AppliedBatch) -> None:
+        assert batch.rows is not None
+        self.changelog.append(batch.rows, batch.epoch, batch.meta)
+
+
+class Index:
+    """The batch's rows to the table's search index, versioned by LSN; documents OpenSearch
+    refuses go to `_errors`."""
+
+    step, commits = "index", False
+
+    def __init__(self, search: SearchSink, errors: ErrorsSink, topic: str) -> None:
+        self.search, self.errors, self.topic = search, errors, topic
+
+    def setup(self) -> None:
+        pass
+
+    def write(self, batch: AppliedBatch) -> None:
+        assert batch.rows is not None
+        stats = batch.stats
+        result = self.search.apply(batch.rows, batch.key, stats.truncate_lsn)
+        stats.indexed, stats.stale = result.written, result.stale
+        if result.rejected:
+            stats.errors += len(result.rejected)
+            spark = batch.rows.sparkSession
+            self.errors.write(rejected_frame(spark, self.topic, self.search.alias, result.rejected))
+        self.search.record(batch.meta.max_lsn, batch.meta.max_source_ts)
+
+
+class Events:
+    """An event table's changes (a truncate too), appended as they came, each once: a change
+    Debezium sent again (at a position already written) is skipped."""
+
+    step, commits = "append", True
+
+    def __init__(self, base: DeltaSink) -> None:
+        self.base = base
+
+    def setup(self) -> None:
+        pass
+
+    def write(self, batch: AppliedBatch) -> None:
+        stats = batch.stats
+        rows = batch.decoded.changes
+        assert rows is not None
+        rows = rows.drop(TOASTED)
+        if stats.max_position is None:  # nothing stamped: nothing to skip, no sort
+            self.base.append(rows.drop(POSITION), batch.meta)
+            return
+        self.base.append(first_deliveries(rows, batch.delivered, (PARTITION, OFFSET)), batch.meta)
+        stats.redelivered = stats.changes + stats.truncates - self.base.written_rows()
