@@ -326,9 +326,22 @@ def maintain_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _from_a_checkout(part: str) -> None:
+    """`bench` and `chaos` are left out of the pipeline image (.dockerignore): say so, by name."""
+    import importlib.util
+
+    if importlib.util.find_spec(f"changelake.{part}") is None:
+        raise ConfigError(
+            f"changelake {part} is not in this installation (the pipeline image leaves it out)",
+            f"run it from a clone of the repository: make setup, then make {part}",
+        )
+
+
 def chaos_command(args: argparse.Namespace, settings: Settings) -> int:
     import os
     from datetime import UTC, datetime
+
+    _from_a_checkout("chaos")
 
     from changelake import tables
     from changelake.chaos.faults import KINDS
@@ -368,6 +381,7 @@ def bench_command(args: argparse.Namespace, settings: Settings) -> int:
     import importlib.util
     from datetime import UTC, datetime
 
+    _from_a_checkout("bench")
     from changelake.bench.command import Bench
 
     if importlib.util.find_spec("matplotlib") is None:  # an hour in, the figure would fail

@@ -328,6 +328,15 @@ def test_connect_dockerfile_builds_the_smt_and_copies_its_jar_into_the_plugin_pa
     ]
 
 
+def test_the_pipeline_image_leaves_the_benchmark_and_chaos_out() -> None:
+    """They run from a checkout; the runtime, the CLI and the demo (compose's `demo`) stay."""
+    patterns = dockerignore_patterns()
+    assert docker_ignored("changelake/bench/command.py", patterns)
+    assert docker_ignored("changelake/chaos/runner.py", patterns)
+    kept = ["changelake/apply/run.py", "changelake/cli.py", "changelake/demo/seed.py"]
+    assert [path for path in kept if docker_ignored(path, patterns)] == []
+
+
 def test_build_context_holds_what_the_connect_dockerfile_copies() -> None:
     patterns = dockerignore_patterns()
     needed = [

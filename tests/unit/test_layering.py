@@ -79,6 +79,18 @@ def test_only_the_cli_benchmarks_and_chaos_reach_the_local_stack() -> None:
     assert wrong == []
 
 
+def test_the_benchmark_and_chaos_are_reached_only_by_their_commands() -> None:
+    """The pipeline image leaves them out (.dockerignore): nothing the pipeline runs imports
+    them, only the CLI's `bench` and `chaos` commands, which say so when they are absent."""
+    wrong = [
+        f"{m} imports {d}"
+        for m, deps in GRAPH.items()
+        for d in deps
+        if _folder(d) in {"bench", "chaos"} and _folder(m) not in {"bench", "chaos", "commands"}
+    ]
+    assert wrong == []
+
+
 def test_no_module_imports_itself_back() -> None:
     """No cycle among modules (Tarjan's strongly connected components)."""
     index: dict[str, int] = {}
