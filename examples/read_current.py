@@ -4,7 +4,7 @@
     (DIR: the lake's folder of the table's connector, `<lake>/<topic prefix>`)
     from read_current import current                     # or copy the function
 
-What `changelake query` does (merge-on-read, see the README's "Reading the lake without Spark"):
+What `changelake query` does (merge-on-read, see docs/readers.md):
 the base table (`DIR/SCHEMA/TABLE`) holds every change up to its compacted epoch, recorded in
 its newest changelake commit's metadata; the changelog (`DIR/_changelog/SCHEMA/TABLE`) holds
 the changes since, appended per batch. Per key the newest change wins, by (`_cdc_lsn`, Kafka

@@ -24,6 +24,9 @@ from changelake.apply.run_state import TableJob
 from changelake.capture.slot_status import SLOT_SQL
 from changelake.capture.source import Source
 
+# Each table's state as a 0/1 series per state; a run stopping says so in its log, not here.
+GAUGED_STATES = [s for s in TableState if s is not TableState.STOPPED_BY_REQUEST]
+
 
 class Compaction(Protocol):
     @property
@@ -103,7 +106,7 @@ class RunMetrics(Collector):
         )
         now = time.monotonic()
         for name, job in sorted(jobs.items()):
-            for each in TableState:
+            for each in GAUGED_STATES:
                 state.add_metric([name, each], 1.0 if job.state == each else 0.0)
             batches.add_metric([name], job.batches)
             changes.add_metric([name], job.changes)

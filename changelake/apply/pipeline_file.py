@@ -32,7 +32,8 @@ class TableState(StrEnum):
     STOPPED_BY_REQUEST = "stopped by request"  # the run itself was stopped
 
 
-# States that apply nothing until a person acts.
+# States in which a table applies nothing: stopped until a person acts, or failed and waiting
+# for its retry.
 STOPPED_STATES = (TableState.STOPPED, TableState.FAILED)
 
 

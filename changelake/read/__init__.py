@@ -1,1 +1,1 @@
-"""The read side: query, status, verify and reindex read the derived tables."""
+"""The read side: `query`, `status`, `export` and reads as of a point read the derived tables."""
