@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from changelake.changelog.batch import Decoded
-from changelake.changelog.decode import LSN, OP, REASON, SOURCE_TS, TOASTED
+from changelake.changelog.decode import LSN, NOTE, OP, REASON, SOURCE_TS, TOASTED
 from changelake.changelog.key_changes import Mark, marks_column, marks_of
 from changelake.changelog.redelivery import POSITION, Position, as_position
 
@@ -94,7 +94,7 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
         F.count(F.when(good & (F.size(TOASTED) > 0), True)),
         F.max(F.when(good, F.col(LSN))),
         F.date_format(F.max(F.when(good, F.col(SOURCE_TS))), _ISO),
-        F.count(F.when(~good, True)),
+        F.count(F.when(~good | F.col(NOTE).isNotNull(), True)),  # each a dead letter
         F.count(F.when(good & (F.col(OP) == "d"), True)),
         F.date_format(F.max_by(F.col(SOURCE_TS), F.when(truncate, F.col(LSN))), _ISO),
         F.date_format(F.min(F.when(good, F.col(SOURCE_TS))), _ISO),

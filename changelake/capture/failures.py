@@ -35,6 +35,15 @@ KNOWN = (
         "`changelake connectors apply`",
     ),
     Known(
+        r"special value \(NaN/Infinity\) for Decimal type in column (?P<column>[^ ]+)",
+        "{name} read NaN in numeric column {column}, which its decimal.handling.mode (precise) "
+        "cannot send, so capture of every table of this connector stopped",
+        'set "decimal.handling.mode": "string" in the connector file (as `changelake connectors '
+        'init` writes it, with "column.propagate.source.type": ".*": numerics stay exact '
+        "decimals, and a NaN becomes NULL with a dead letter naming it), then "
+        "`changelake connectors apply`",
+    ),
+    Known(
         "is no longer available on the server",
         "the position Connect stored for {name} is gone from Postgres (its replication slot was "
         "dropped or recreated since, or the WAL it needs was removed)",

@@ -24,7 +24,7 @@ from changelake.changelog.key_changes import header_columns, header_value
 from changelake.changelog.redelivery import POSITION, POSITION_HEADER, POSITION_TEXT, position
 from changelake.changelog.registry import SCHEMA_HEADER
 from changelake.changelog.schema import CORRUPT, RowVersion, row_version
-from changelake.changelog.types import is_placeholder
+from changelake.changelog.types import is_placeholder, postgres_spelling
 from changelake.kafka_io import RawRecord
 
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
@@ -45,6 +45,8 @@ PARTITION, OFFSET, TOASTED = "_kafka_partition", "_kafka_offset", "_toasted"
 # commit LSN can take whole transactions (lake/transactions.py); other sinks drop it.
 TX = "_cdc_tx"
 REASON = "_reason"
+# Why a good row's dead letter was written too: a value it could not keep (see ColumnType.lost).
+NOTE = "_note"
 
 
 def envelopes(raw: DataFrame) -> DataFrame:
@@ -227,15 +229,33 @@ def decode(env: DataFrame, version: Version, placeholder: str, events: bool = Fa
     )
     if not events:  # an event table's changes need no key (a truncate is an event too)
         reason = _key_reason(reason, row, image, op)
-    checked = typed.select("*", reason.alias(REASON))
-    # One pass makes both: change rows, and (where REASON is set) what a dead letter needs.
+    checked = typed.select("*", reason.alias(REASON), _note(row, image).alias(NOTE))
+    # One pass makes both: change rows, and (where REASON or NOTE is set) what a dead letter needs.
+    lettered = F.col(REASON).isNotNull() | F.col(NOTE).isNotNull()
     return checked.select(
         *_change_columns(row, image, placeholder, F.col("p.before") if events else None),
         *([position(F.col(POSITION_TEXT)).alias(POSITION)] if events else []),
         F.col(REASON),
-        F.when(F.col(REASON).isNotNull(), _as_written(version)).alias("_value"),
+        F.when(F.col(REASON).isNull(), F.col(NOTE)).alias(NOTE),
+        F.when(lettered, _as_written(version)).alias("_value"),
         F.col("topic").alias("_topic"),
     )
+
+
+def _note(row: RowVersion, image: Column) -> Column:
+    """What of the row's values the lake cannot hold, in one sentence (NULL: nothing)."""
+    found = []
+    for c in row.columns:
+        lost = row.types[c.name].lost
+        if lost is not None:
+            value = image[c.name]
+            said = F.concat(F.lit(f"{c.name} = "), postgres_spelling(value))
+            found.append(F.when(lost(value), said))
+    if not found:
+        return F.lit(None).cast("string")
+    said = F.concat_ws(", ", *found)  # concat_ws skips the NULLs
+    why = ": no decimal holds NaN or an infinity, so the row was applied with NULL there"
+    return F.when(said != "", F.concat(said, F.lit(why)))
 
 
 def _key_reason(reason: Column, row: RowVersion, image: Column, op: Column) -> Column:
@@ -261,14 +281,15 @@ def _as_written(version: Version) -> Column:
 
 
 def split(checked: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Decoded rows → (change rows, dead letters)."""
-    good = checked.where(F.col(REASON).isNull()).drop(REASON, "_value", "_topic")
-    bad = checked.where(F.col(REASON).isNotNull()).select(
+    """Decoded rows → (change rows, dead letters). A row with a NOTE is both: applied, and
+    lettered with what it lost."""
+    good = checked.where(F.col(REASON).isNull()).drop(REASON, NOTE, "_value", "_topic")
+    bad = checked.where(F.col(REASON).isNotNull() | F.col(NOTE).isNotNull()).select(
         F.col("_topic").alias("topic"),
         F.col(PARTITION).alias("partition"),
         F.col(OFFSET).alias("offset"),
         F.col("_value").alias("value"),
-        F.col(REASON).alias("reason"),
+        F.coalesce(F.col(REASON), F.col(NOTE)).alias("reason"),
         F.current_timestamp().alias("at"),
     )
     return good, bad

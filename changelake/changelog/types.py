@@ -3,13 +3,17 @@
 Each source column is read by `from_json` as its *raw* type (what the JSON holds: days since the
 epoch, microseconds, ISO text, base64) and converted to the *Spark* type the Delta column keeps.
 Numerics stay decimals with their source precision and scale; nothing becomes a float that was
-not one at the source.
+not one at the source. Debezium sends a numeric in one of two forms, by the connector's
+`decimal.handling.mode`: `precise` (a JSON number, its precision and scale in the schema), which
+fails the connector's task on a NaN; or `string` (the shipped connectors'), its text, precision
+and scale in the `column.propagate.source.type` parameters, which carries NaN and ±Infinity too:
+a decimal column holds NULL for them, and the row's dead letter says so (`ColumnType.lost`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -54,6 +58,9 @@ class ColumnType:
     spark: T.DataType  # what the Delta column holds
     convert: Convert  # raw column → Spark column
     toastable: bool = False  # Postgres may send it as "unchanged TOAST" (the placeholder)
+    # Where a raw value has no exact form in the Spark type (a numeric NaN in a decimal column):
+    # the row keeps NULL there, and its dead letter names the value.
+    lost: Convert | None = None
 
 
 def _same(c: Column) -> Column:
@@ -149,9 +156,51 @@ def _decimal(col: SourceColumn) -> ColumnType:
     # Spark's JSON reader would round a wider number through a double: refuse, loudly.
     raise SchemaError(
         f"column {col.name}: numeric({precision},{scale}) is wider than Spark's decimal(38)",
-        "narrow the column, or capture it as text with the connector setting "
-        "decimal.handling.mode=string",
+        "narrow the column, or set the connector's decimal.handling.mode to string (as "
+        "`connectors init` writes it): such a column is then kept as its exact text",
     )
+
+
+# Debezium's text for a numeric's special values (decimal.handling.mode=string) → Postgres's.
+SPECIAL_NUMERICS = {"NAN": "NaN", "POSITIVE_INFINITY": "Infinity", "NEGATIVE_INFINITY": "-Infinity"}
+_SOURCE_TYPE, _LENGTH, _SCALE = (
+    f"__debezium.source.column.{p}" for p in ("type", "length", "scale")
+)  # column.propagate.source.type's parameters
+
+
+def postgres_spelling(c: Column) -> Column:
+    spelled = c
+    for debezium, postgres in SPECIAL_NUMERICS.items():
+        spelled = F.when(c == debezium, F.lit(postgres)).otherwise(spelled)
+    return spelled
+
+
+def _numeric_text(col: SourceColumn) -> ColumnType | None:
+    """A numeric sent as text (decimal.handling.mode=string), typed by the source column's type,
+    precision and scale that column.propagate.source.type adds: a decimal when it fits Spark's
+    (money: decimal(38,2), Debezium's money.fraction.digits), else the exact text, as Postgres
+    prints it. None: not such a column (a plain string, or no source type to go by)."""
+    kind = col.params.get(_SOURCE_TYPE, "").upper()
+    if kind == "MONEY":
+        return _text_decimal(T.DecimalType(MAX_DECIMAL_PRECISION, 2))
+    if kind not in ("NUMERIC", "DECIMAL"):
+        return None
+    precision, scale = int(col.params.get(_LENGTH) or 0), int(col.params.get(_SCALE) or 0)
+    if 0 < precision <= MAX_DECIMAL_PRECISION:
+        return _text_decimal(T.DecimalType(precision, scale))
+    # Unconstrained (length 0), or wider than Spark's decimals: exact text, NaN and ±Infinity too.
+    return ColumnType(T.StringType(), T.StringType(), postgres_spelling)
+
+
+def _text_decimal(dtype: T.DecimalType) -> ColumnType:
+    def special(c: Column) -> Column:
+        return c.isin(*SPECIAL_NUMERICS)
+
+    def convert(c: Column) -> Column:
+        # Guarded, not try_cast: anything else that fails to cast is an error, not a NULL.
+        return F.when(special(c), F.lit(None)).otherwise(c.cast(dtype))
+
+    return ColumnType(T.StringType(), dtype, convert, lost=special)
 
 
 def column_type(col: SourceColumn) -> ColumnType:
@@ -159,6 +208,8 @@ def column_type(col: SourceColumn) -> ColumnType:
     temporal = _temporal(col)
     if temporal is not None:
         return temporal
+    if col.connect_type == "string" and (numeric := _numeric_text(col)) is not None:
+        return numeric
     if col.logical == "org.apache.kafka.connect.data.Decimal":
         return _decimal(col)
     if col.logical == "io.debezium.data.VariableScaleDecimal":
@@ -171,9 +222,24 @@ def column_type(col: SourceColumn) -> ColumnType:
     if col.connect_type == "bytes":  # bytea, bit strings
         return ColumnType(T.BinaryType(), T.BinaryType(), _same, toastable=True)
     if col.connect_type == "array" and col.items is not None:
-        return _array(col.items)
+        return _array(_typed_items(col))
     # Anything else (geometry, ranges as structs…) is kept as the event's JSON text.
     return ColumnType(T.StringType(), T.StringType(), _same)
+
+
+def _typed_items(array: SourceColumn) -> SourceColumn:
+    """An array's element with the source type its array's parameters name (`_NUMERIC`: the
+    element is a NUMERIC of the array's precision and scale)."""
+    assert array.items is not None
+    kind = array.params.get(_SOURCE_TYPE, "")
+    if array.items.connect_type != "string" or not kind.startswith("_"):
+        return array.items
+    params = {
+        _SOURCE_TYPE: kind[1:],
+        _LENGTH: array.params.get(_LENGTH, ""),
+        _SCALE: array.params.get(_SCALE, ""),
+    }
+    return replace(array.items, params={**array.items.params, **params})
 
 
 def _array(items: SourceColumn) -> ColumnType:

@@ -45,7 +45,8 @@ def as_number(value: Any) -> Any:
     """A numeric the lake keeps as text (unconstrained), compared by value: Debezium drops
     trailing zeros, so the scale is lost."""
     if isinstance(value, Decimal):
-        return ("number", value.normalize())
+        # NaN and ±Infinity as Postgres and the lake spell them (str gives 'NaN', '-Infinity').
+        return ("number", value.normalize()) if value.is_finite() else str(value)
     if isinstance(value, str) and PLAIN_NUMBER.fullmatch(value):
         return ("number", Decimal(value).normalize())
     return value
@@ -62,6 +63,8 @@ def canonical(value: Any) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, int | str):
         return value
     if isinstance(value, Decimal):  # by value: Spark hands 1E-10 in decimal(38,10) as 1.00E-10
+        if not value.is_finite():  # NaN: a decimal column holds NULL for it (a dead letter says)
+            return None
         return ("decimal", value.normalize())  # normalized, so equal values hash alike
     if isinstance(value, float):
         return ("float", repr(value))

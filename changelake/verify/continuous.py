@@ -43,7 +43,7 @@ from changelake.verify.command import (
     source_columns,
     table_sql,
 )
-from changelake.verify.diff import row_hash
+from changelake.verify.diff import as_source, row_hash
 from changelake.verify.ranges import (
     TEXT_TYPES,
     Key,
@@ -316,7 +316,7 @@ def _differing(source: Rows, lake: Rows) -> set[Key]:
     keys = source.keys() ^ lake.keys()
     for k in source.keys() & lake.keys():
         row = source[k]
-        if row_hash(row) != row_hash({c: lake[k].get(c, "<no column>") for c in row}):
+        if row_hash(row) != row_hash(as_source(row, lake[k])):
             keys.add(k)
     return set(keys)
 

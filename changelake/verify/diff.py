@@ -1,5 +1,7 @@
-"""Compare one key range: a hash per row over all its columns, then the columns of rows whose
-hashes differ. Counts for the whole table, a bounded sample of keys for the report."""
+"""Compare one key range: a hash per row over the source's columns, then the columns of rows
+whose hashes differ. Counts for the whole table, a bounded sample of keys for the report. Only
+the source's columns are compared: a column dropped (or renamed) at the source keeps its last
+values in the lake, by design, and `status` names it."""
 
 from __future__ import annotations
 
@@ -12,8 +14,16 @@ from changelake.verify.ranges import Key
 SAMPLE = 10  # keys shown per kind of difference
 
 
+NO_COLUMN = "<no column>"
+
+
 def row_hash(row: dict[str, Any]) -> bytes:
     return hashlib.blake2b(repr(sorted(row.items())).encode(), digest_size=16).digest()
+
+
+def as_source(source: dict[str, Any], lake: dict[str, Any]) -> dict[str, Any]:
+    """The lake's row in the source row's columns (those it lacks as NO_COLUMN)."""
+    return {c: lake.get(c, NO_COLUMN) for c in source}
 
 
 @dataclass
@@ -41,12 +51,13 @@ class Differences:
         self._sample("extra", extra)
         self.resend += missing
         for k in sorted(source.keys() & derived.keys(), key=repr):
-            if row_hash(source[k]) == row_hash(derived[k]):
+            if row_hash(source[k]) == row_hash(as_source(source[k], derived[k])):
                 continue
             self.differing += 1
             self.resend.append(k)
             if self._room("differing"):
-                self.samples.append(f"differing {_key(k)}: {columns(source[k], derived[k])}")
+                got = as_source(source[k], derived[k])
+                self.samples.append(f"differing {_key(k)}: {columns(source[k], got)}")
 
     def _sample(self, kind: str, keys: list[Key]) -> None:
         for k in keys:
@@ -62,7 +73,7 @@ def columns(source: dict[str, Any], derived: dict[str, Any]) -> str:
     """The columns that differ, with both values (shortened)."""
     parts = []
     for c in {**source, **derived}:
-        want, got = source.get(c, "<no column>"), derived.get(c, "<no column>")
+        want, got = source.get(c, NO_COLUMN), derived.get(c, NO_COLUMN)
         if want != got:
             parts.append(f"{c}: source {want!r:.80} derived {got!r:.80}")
     return "; ".join(parts)

@@ -1,14 +1,18 @@
-"""Another database than the demo shop, in a project of its own: prepared by `changelake
-connectors init`, captured, derived by `run` and proved equal to the source by `verify`; a
-composite key, a table named like one of the shop's, a key-less table keyed by the columns
-given, one captured as an append-only event table, a partitioned table (published through its
-root, rows moving between partitions) and a generated column (left out). On the real Postgres,
+"""Another database than the demo shop, in a project of its own, with the traps a real one holds:
+prepared by `changelake connectors init`, captured, derived by `run` and proved equal to the
+source by `verify`, row by row; a composite key, a table named like one of the shop's, a key-less
+table keyed by the columns given, one captured as an append-only event table, a partitioned table
+(published through its root, rows moving between partitions), a generated column (left out),
+numerics holding NaN and ±Infinity (in a keyed and in an event table), money, a row over 1 MB,
+and a column added with a default and one renamed after the snapshot. On the real Postgres,
 Connect, Kafka and Spark."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,10 +24,12 @@ import pytest
 from changelake import kafka_io
 from changelake.capture import removal
 from changelake.capture.caught_up import wait_caught_up
+from changelake.capture.prepare import SIGNAL
+from changelake.capture.resend import wait_resent
 from changelake.capture.source import source_of
 from changelake.exceptions import ChangelakeError
 from changelake.settings import Settings
-from tests.support import changelake, scratch_database
+from tests.support import changelake, scratch_database, wait_for
 
 pytestmark = pytest.mark.stack
 
@@ -34,6 +40,10 @@ TABLES = [
     "CREATE TABLE public.orders (id bigint PRIMARY KEY, note text)",  # the shop has one too
     "CREATE TABLE inv.events (at timestamptz NOT NULL, site int NOT NULL, what text)",
     "CREATE TABLE inv.audit (at timestamptz NOT NULL, what text, amount numeric(9, 2))",
+    "CREATE TABLE inv.ledger (id int PRIMARY KEY, amount numeric(9, 2) NOT NULL, ratio numeric,"
+    " cash money, doc text)",
+    "INSERT INTO inv.ledger VALUES (1, 'NaN', 'Infinity', '12.50', 'short'),"
+    " (2, 1.50, 1.50, '-3', NULL)",
     "CREATE TABLE inv.readings (site int, day date, value int, PRIMARY KEY (site, day))"
     " PARTITION BY RANGE (day)",
     "CREATE TABLE inv.readings_2025 PARTITION OF inv.readings"
@@ -86,7 +96,7 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
     }
     name, output = f"own-{unique}", project / "connectors" / f"own-{unique}.json"
     args = ["connectors", "init", name, "--admin-dsn", other_db]
-    tables = ["--tables", "inv.stock,public.orders,inv.events,inv.audit,inv.readings"]
+    tables = ["--tables", "inv.stock,public.orders,inv.events,inv.audit,inv.readings,inv.ledger"]
     # A missing table is refused before anything changes.
     refused = changelake(*args, "--tables", "inv.stock,inv.nope", check=False, env=env)
     assert refused.returncode == 1
@@ -95,6 +105,7 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
     with psycopg.connect(other_db) as conn:
         assert conn.execute("SELECT to_regclass('changelake.heartbeat')").fetchone() == (None,)
 
+    big = "".join(random.Random(42).choices("abcdefghijklmnopqrstuvwxyz0123456789", k=1_200_000))
     first = changelake(*args, *tables, "--key", "inv.events:at,site", env=env).stdout
     assert f"created publication changelake_own_{unique}" in first
     assert "partitioned, published through their root: inv.readings" in first
@@ -133,17 +144,56 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
             conn.execute("UPDATE inv.readings SET value = 11 WHERE day = '2025-06-01'")
             # To the other partition: Postgres deletes from one and inserts into the other.
             conn.execute("UPDATE inv.readings SET day = '2025-02-01' WHERE value = 30")
+            # NaN in a decimal column is NULL in the lake (with a dead letter), every other
+            # special value exact text; the event table takes a NaN too.
+            conn.execute("INSERT INTO inv.audit VALUES ('2026-01-03Z', 'void', 'NaN')")
+            conn.execute("INSERT INTO inv.ledger VALUES (3, 'NaN', '-Infinity', 0, %s)", (big,))
+            conn.execute("UPDATE inv.ledger SET amount = 'NaN', ratio = 'NaN' WHERE id = 2")
+            # Every existing row changes at the source with no change event for it.
+            conn.execute("ALTER TABLE public.orders ADD COLUMN locale text NOT NULL DEFAULT 'en'")
+            conn.execute("ALTER TABLE public.orders RENAME COLUMN note TO memo")
+            conn.execute("INSERT INTO public.orders VALUES (3, 'third', 'fr')")
         # A quiet database on a server writing WAL elsewhere: waiting for Debezium to read
         # everything still ends (it writes the connector's heartbeat).
         write_elsewhere(admin_dsn, unique)
+        said = changelake("run", "--once", env=env).stdout
+        # The rows no change touched since the ALTERs are re-sent, and applied by the next run.
+        assert "orders: columns memo, locale were added at the source" in said, said
+        found = re.search(r"\(signal ([0-9a-f-]{36})\)", said)
+        assert found, said
+
+        def resent() -> bool:
+            """Debezium stores an offset past the re-send only once something moves it: with
+            heartbeats an hour apart, a heartbeat written here, as its own would be."""
+            with psycopg.connect(other_db, autocommit=True) as conn:
+                conn.execute(config["heartbeat.action.query"])
+            try:
+                wait_resent(
+                    other_db, settings.kafka_bootstrap, name, SIGNAL, found[1], {}, 3, print
+                )
+            except ChangelakeError:
+                return False
+            return True
+
+        wait_for(resent, 120, "the rows re-sent after the ALTERs")
         changelake("run", "--once", env=env)
         report = json.loads(changelake("verify", "--json", env=env).stdout)
         assert [(t["table"], t["equal"], t["delta"]["rows"]) for t in report["tables"]] == [
             ("stock", True, 2),
-            ("orders", True, 1),
+            ("orders", True, 2),
             ("events", True, 2),
-            ("audit", True, 3),
+            ("audit", True, 4),
             ("readings", True, 3),
+            ("ledger", True, 3),
+        ]
+        errors = json.loads(
+            changelake("query", "SELECT reason FROM _errors", "--json", env=env).stdout
+        )
+        assert sorted(e["reason"].split(":")[0] for e in errors) == [
+            "amount = NaN",  # the audit event
+            "amount = NaN",  # the snapshot's ledger 1
+            "amount = NaN",  # ledger 3
+            "amount = NaN",  # ledger 2 updated
         ]
         # `topics` shows the project's own prefix: the partitioned table's changes in its topic.
         shown = json.loads(changelake("topics", "--json", "--sample", "1", env=env).stdout)
@@ -151,7 +201,13 @@ def test_a_database_prepared_by_init_is_captured_derived_and_verified(
         readings = next(t for t in shown if t["topic"] == f"{prefix}.inv.readings")
         assert readings["records"] >= 5  # 2 snapshot rows, an insert, an update, a move (2+)
         audit = pl_events(tmp_path / "lake" / prefix / "inv" / "audit")
-        assert audit == [("r", "login"), *[("c", "logout")] * 2, ("c", "refund"), ("d", "refund")]
+        assert audit == [
+            ("r", "login"),
+            *[("c", "logout")] * 2,
+            ("c", "refund"),
+            ("d", "refund"),
+            ("c", "void"),
+        ]
         topic = f"{prefix}.inv.audit"
         changelake("connectors", "apply", env=env)  # again: existing topics get their settings
         policy = kafka_io.topic_config(settings.kafka_bootstrap, topic)["cleanup.policy"]

@@ -6,6 +6,7 @@ lets the apply skip a separate count), with a local Spark session."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -197,3 +198,84 @@ def test_an_event_table_takes_key_less_changes_and_fills_unchanged_toast_from_th
     assert {r["reason"] for r in keyed.errors.collect()} == {
         "the key has no schema: not a Debezium key"
     }
+
+
+def numeric(name: str, kind: str, length: str, scale: str | None = None) -> dict[str, object]:
+    """A numeric as decimal.handling.mode=string sends it: text, typed by the parameters
+    column.propagate.source.type adds."""
+    params = {"__debezium.source.column.type": kind, "__debezium.source.column.length": length}
+    params |= {} if scale is None else {"__debezium.source.column.scale": scale}
+    return {"type": "string", "optional": True, "parameters": params, "field": name}
+
+
+NUMERIC_ROW = {
+    **ROW,
+    "fields": [
+        {"type": "int32", "optional": False, "field": "id"},
+        numeric("amount", "NUMERIC", "9", "2"),
+        numeric("ratio", "NUMERIC", "0"),  # unconstrained
+        numeric("wide", "NUMERIC", "50", "10"),  # beyond Spark's decimal(38)
+        numeric("cash", "MONEY", "2147483647", "0"),
+        {
+            "type": "array",
+            "items": {"type": "string", "optional": True},
+            "optional": True,
+            "parameters": {
+                "__debezium.source.column.type": "_NUMERIC",
+                "__debezium.source.column.length": "9",
+                "__debezium.source.column.scale": "2",
+            },
+            "field": "amounts",
+        },
+    ],
+}
+
+
+def test_numerics_sent_as_text_keep_their_decimal_types_and_a_nan_is_a_null_and_a_dead_letter(
+    spark: SparkSession,
+) -> None:
+    schema = {
+        **VALUE_SCHEMA,
+        "fields": [
+            {**NUMERIC_ROW, "field": "before"},
+            {**NUMERIC_ROW, "field": "after"},
+            *VALUE_SCHEMA["fields"][2:],  # type: ignore[index]
+        ],
+    }
+    images = [
+        {"id": 1, "amount": "12.50", "ratio": "1.50", "wide": "1" * 40, "cash": "-3.00",
+         "amounts": ["1.50", None]},
+        {"id": 2, "amount": "NAN", "ratio": "POSITIVE_INFINITY", "wide": "NAN", "cash": None,
+         "amounts": None},
+        {"id": 3, "amount": "0.00", "ratio": "NEGATIVE_INFINITY", "wide": None, "cash": "0.00",
+         "amounts": []},
+    ]  # fmt: skip
+    rows = []
+    for offset, image in enumerate(images):
+        value = {"before": None, "after": image, "op": "c", "source": {"lsn": 1000 + offset}}
+        k = {"schema": KEY_SCHEMA, "payload": {"id": image["id"]}}
+        v = {"schema": schema, "payload": value}
+        rows.append(("t", 0, offset, json.dumps(k).encode(), json.dumps(v).encode()))
+    env = envelopes(spark.createDataFrame(rows, RAW))
+    decoded = decode_batch(env, "t", DEFAULT_PLACEHOLDER, fetcher(dict(enumerate(rows))), Schemas())
+    assert [(f.name, f.dataType.simpleString()) for f in decoded.columns.fields] == [
+        ("id", "int"),
+        ("amount", "decimal(9,2)"),
+        ("ratio", "string"),
+        ("wide", "string"),
+        ("cash", "decimal(38,2)"),
+        ("amounts", "array<decimal(9,2)>"),
+    ]
+    assert decoded.changes is not None
+    got = sorted(tuple(r)[:6] for r in decoded.changes.collect())
+    assert got == [
+        (1, Decimal("12.50"), "1.50", "1" * 40, Decimal("-3.00"), [Decimal("1.50"), None]),
+        (2, None, "Infinity", "NaN", None, None),  # every row applied, NaN as NULL
+        (3, Decimal("0.00"), "-Infinity", None, Decimal("0.00"), []),
+    ]
+    stats = batch_stats(env, decoded)
+    assert (stats.records, stats.changes, stats.bad) == (3, 3, 1)
+    (letter,) = decoded.errors.collect()
+    assert letter["offset"] == 1 and letter["reason"] == (
+        "amount = NaN: no decimal holds NaN or an infinity, so the row was applied with NULL there"
+    )

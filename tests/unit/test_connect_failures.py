@@ -51,3 +51,19 @@ def test_a_record_over_the_limit_is_named_with_its_size_and_the_settings_to_rais
     assert "failed to send record to <topic>" in step and "MAX_RECORD_BYTES" in step
     broker = "RecordTooLargeException: The request included a message larger than the max"
     assert "larger than Kafka accepts" in explain("docs-db", broker + FRAMES)[0]
+
+
+def test_a_nan_in_precise_mode_names_the_column_and_the_mode_that_carries_it() -> None:
+    trace = (
+        "org.apache.kafka.connect.errors.ConnectException: An exception occurred in the change "
+        "event producer. This connector will be stopped.\nCaused by: org.apache.kafka.connect."
+        "errors.ConnectException: Got a special value (NaN/Infinity) for Decimal type in column "
+        "amount but current mode does not handle it. If you need to support it then set decimal "
+        "handling mode to 'string'." + FRAMES
+    )
+    sentence, step = explain("billing", trace)
+    assert sentence == (
+        "billing read NaN in numeric column amount, which its decimal.handling.mode (precise) "
+        "cannot send, so capture of every table of this connector stopped"
+    )
+    assert '"decimal.handling.mode": "string"' in step and "column.propagate" in step
