@@ -47,7 +47,7 @@ demo: up ## seed the shop, snapshot it into Delta and OpenSearch, run a workload
 	@echo 'products in stock matching "$(DEMO_SEARCH)", from the OpenSearch index:'
 	@$(CHANGELAKE) search "$(DEMO_SEARCH)" --tables products --filter in_stock=true --limit 5
 
-chaos: up ## 6 rounds of 6 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop Connect inside a bulk transaction, stop OpenSearch) under load; verify after each; then the slow proofs (pytest -m chaos)
+chaos: up ## 6 rounds of 8 faults (SIGKILL pipeline, restart Connect/Kafka/Postgres, stop Connect inside a bulk transaction, resume it from a first-event offset, SIGKILL it while an event table streams, stop OpenSearch) under load; verify after each; then the slow proofs (pytest -m chaos)
 	@$(CHANGELAKE) demo seed --rows $(CHAOS_ROWS)
 	@$(CHANGELAKE) chaos --rounds $(CHAOS_ROUNDS)
 	@$(BIN)/pytest -q -m chaos

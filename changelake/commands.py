@@ -344,6 +344,7 @@ def chaos_command(args: argparse.Namespace, settings: Settings) -> int:
     _from_a_checkout("chaos")
 
     from changelake import tables
+    from changelake.chaos.event_setup import event_table
     from changelake.chaos.faults import KINDS
     from changelake.chaos.runner import Chaos, ChaosOptions
     from changelake.chaos.workload import BackgroundLoad
@@ -351,20 +352,22 @@ def chaos_command(args: argparse.Namespace, settings: Settings) -> int:
 
     out_dir = settings.home / "chaos" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     shop = [r for r in tables.captured(settings) if r.table == "orders"]  # the load's tables
-    options = ChaosOptions(
-        rounds=args.rounds,
-        rate=args.rate,
-        seed=args.seed,
-        connector=shop[0].connector if shop else None,
-    )
-    print(f"chaos: {options.rounds} rounds of {len(KINDS)} faults under load; logs in {out_dir}")
+    print(f"chaos: {args.rounds} rounds of {len(KINDS)} faults under load; logs in {out_dir}")
     dsn = Postgres(settings).admin_dsn()
 
     def workload(seed: int) -> BackgroundLoad:
-        return BackgroundLoad(dsn, options.rate, seed, print)
+        return BackgroundLoad(dsn, args.rate, seed, print)
 
-    chaos = Chaos(settings, os.environ, workload, out_dir, print)
-    summary = chaos.run(options)
+    with event_table(settings, dsn, out_dir / "connectors") as events:
+        options = ChaosOptions(
+            rounds=args.rounds,
+            rate=args.rate,
+            seed=args.seed,
+            connector=shop[0].connector if shop else None,
+            events=events,
+        )
+        env = {**os.environ, "CHANGELAKE_CONNECTORS_DIR": str(out_dir / "connectors")}
+        summary = Chaos(settings, env, workload, out_dir, print).run(options)
     print(json.dumps(summary.as_dict(), indent=2) if args.json else summary.text())
     return exit_codes.NEEDS_A_PERSON if summary.differences else exit_codes.OK
 

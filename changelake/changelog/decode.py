@@ -47,6 +47,7 @@ TX = "_cdc_tx"
 REASON = "_reason"
 # Why a good row's dead letter was written too: a value it could not keep (see ColumnType.lost).
 NOTE = "_note"
+_DOES_NOT_MATCH = "value does not match its schema"
 
 
 def envelopes(raw: DataFrame) -> DataFrame:
@@ -222,8 +223,9 @@ def decode(env: DataFrame, version: Version, placeholder: str, events: bool = Fa
     reason = (
         F.when(
             F.col("p").isNull() | op.isNull() | F.col(f"p.{CORRUPT}").isNotNull(),
-            F.lit("value does not match its schema"),
+            F.lit(_DOES_NOT_MATCH),
         )
+        .when(_malformed(row, F.col("p.before"), F.col("p.after")), F.lit(_DOES_NOT_MATCH))
         .when(~op.isin(*OPS), F.concat(F.lit("unknown operation: "), op))
         .when(op.isin("c", "u", "r") & F.col("p.after").isNull(), F.lit("no row image (after)"))
     )
@@ -240,6 +242,17 @@ def decode(env: DataFrame, version: Version, placeholder: str, events: bool = Fa
         F.when(lettered, _as_written(version)).alias("_value"),
         F.col("topic").alias("_topic"),
     )
+
+
+def _malformed(row: RowVersion, *images: Column) -> Column:
+    """True where a value of either row image is not one of its column's type."""
+    found = F.lit(False)
+    for c in row.columns:
+        malformed = row.types[c.name].malformed
+        if malformed is not None:
+            for image in images:
+                found = found | F.coalesce(malformed(image[c.name]), F.lit(False))
+    return found
 
 
 def _note(row: RowVersion, image: Column) -> Column:

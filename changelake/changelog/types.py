@@ -61,6 +61,9 @@ class ColumnType:
     # Where a raw value has no exact form in the Spark type (a numeric NaN in a decimal column):
     # the row keeps NULL there, and its dead letter names the value.
     lost: Convert | None = None
+    # Where a raw value is not one of its type at all (text in a numeric sent as text): the
+    # record is a dead letter, as from_json makes one of a value that does not parse.
+    malformed: Convert | None = None
 
 
 def _same(c: Column) -> Column:
@@ -197,10 +200,12 @@ def _text_decimal(dtype: T.DecimalType) -> ColumnType:
         return c.isin(*SPECIAL_NUMERICS)
 
     def convert(c: Column) -> Column:
-        # Guarded, not try_cast: anything else that fails to cast is an error, not a NULL.
-        return F.when(special(c), F.lit(None)).otherwise(c.cast(dtype))
+        return F.when(special(c), F.lit(None)).otherwise(c.try_cast(dtype))
 
-    return ColumnType(T.StringType(), dtype, convert, lost=special)
+    def malformed(c: Column) -> Column:  # not a number, or more digits than the type holds
+        return c.isNotNull() & ~special(c) & c.try_cast(dtype).isNull()
+
+    return ColumnType(T.StringType(), dtype, convert, lost=special, malformed=malformed)
 
 
 def column_type(col: SourceColumn) -> ColumnType:

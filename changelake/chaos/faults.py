@@ -1,9 +1,10 @@
-"""The seven kinds of fault, each injected and then healed before the next one.
+"""The eight kinds of fault, each injected and then healed before the next one.
 
 Every fault is something that happens to real deployments: the pipeline host dies, Connect
-is redeployed or crashes (also in the middle of a bulk load, and resuming where Debezium skips
-the rest of a bulk statement's LSN), the broker restarts, Postgres restarts, the search cluster
-is away for a while. A fault returns a line saying exactly what was done.
+is redeployed or crashes (also in the middle of a bulk load, resuming where Debezium skips
+the rest of a bulk statement's LSN, and while an event table streams), the broker restarts,
+Postgres restarts, the search cluster is away for a while. A fault returns a line saying exactly
+what was done.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from changelake.capture import connectors
 from changelake.chaos.bulk_stop import stop_connect_inside
+from changelake.chaos.event_kill import EventTable, kill_connect_under_events
 from changelake.chaos.first_event import resume_at_first_event
 from changelake.chaos.pipeline_process import PipelineProcess
 from changelake.chaos.workload import Workload
@@ -28,6 +30,7 @@ KINDS = (
     "restart-connect",
     "stop-connect-in-bulk",
     "resume-at-first-event",
+    "kill-connect-events",
     "restart-kafka",
     "restart-postgres",
     "stop-opensearch",
@@ -43,7 +46,9 @@ class FaultContext:
     outage_s: tuple[float, float] = (5.0, 20.0)  # how long OpenSearch stays away
     workload: Workload | None = None  # the round's load
     connector: str | None = None  # the one whose offsets time the stop inside a bulk
-    # Stops that landed where they meant to (inside a bulk transaction's COPY), by fault kind.
+    events: EventTable | None = None  # the event table Connect is killed under
+    # Faults that landed where they meant to (a stop inside a bulk transaction's COPY, a kill
+    # that made Debezium send an event table's changes again), by fault kind.
     landed: Counter[str] = field(default_factory=Counter)
 
 
@@ -88,6 +93,16 @@ def resume_first_event(ctx: FaultContext) -> str:
     return resumed.describe()
 
 
+def kill_connect_events(ctx: FaultContext) -> str:
+    """SIGKILL Connect while inserts stream to an event table: what Debezium sends again must be
+    appended once."""
+    if ctx.events is None:
+        raise ValueError("kill-connect-events needs an event table to insert into")
+    killed = kill_connect_under_events(ctx.settings, ctx.events)
+    ctx.landed["kill-connect-events"] += killed.redelivered > 0
+    return killed.describe()
+
+
 def restart_kafka(ctx: FaultContext) -> str:
     _bounce(ctx, "kafka")
     return "Kafka broker: stopped, then started again (Connect and the pipeline kept running)"
@@ -127,6 +142,7 @@ FAULTS: dict[str, Callable[[FaultContext], str]] = {
     "restart-connect": restart_connect,
     "stop-connect-in-bulk": stop_connect_in_bulk,
     "resume-at-first-event": resume_first_event,
+    "kill-connect-events": kill_connect_events,
     "restart-kafka": restart_kafka,
     "restart-postgres": restart_postgres,
     "stop-opensearch": stop_opensearch,

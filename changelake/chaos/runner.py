@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from changelake.chaos.event_kill import EventTable
 from changelake.chaos.faults import KINDS, FaultContext, inject
 from changelake.chaos.pipeline_process import PipelineProcess
 from changelake.chaos.workload import Workload
@@ -21,6 +22,10 @@ from changelake.exceptions import ChangelakeError
 from changelake.settings import Settings
 
 Say = Callable[[str], None]
+LANDED = {  # what a fault's landing means, for the summary
+    "stop-connect-in-bulk": "inside a bulk's COPY",
+    "kill-connect-events": "made Debezium send events again",
+}
 RESEND_ASKED = re.compile(
     r"asked \S+ to re-send|asked it to re-send"
 )  # guards, seams, verification
@@ -39,6 +44,7 @@ class ChaosOptions:
     # same database stores offsets past the COPY long before, which would call the window missed)
     # and whose offset the first-event fault sets.
     connector: str | None = None
+    events: EventTable | None = None  # the event table the kill-connect-events fault inserts into
 
 
 @dataclass
@@ -58,7 +64,7 @@ class ChaosSummary:
     rounds: list[RoundResult] = field(default_factory=list)
     faults: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
-    landed: Counter[str] = field(default_factory=Counter)  # stops inside a bulk's COPY
+    landed: Counter[str] = field(default_factory=Counter)  # faults that landed (LANDED)
     resends: int = 0  # re-sends the pipeline asked for by itself (seams, lost key-update creates)
 
     @property
@@ -97,7 +103,10 @@ class ChaosSummary:
         return "\n".join(lines)
 
     def _landed(self, kind: str) -> str:
-        return f" ({self.landed[kind]} inside a bulk's COPY)" if kind in self.landed else ""
+        if kind not in self.landed:
+            return ""
+        where = LANDED.get(kind, "where meant")
+        return f" ({self.landed[kind]} {where})"
 
 
 def verify(env: Mapping[str, str], timeout_s: float, log: Path) -> dict[str, Any]:
@@ -180,6 +189,7 @@ class Chaos:
             self.say,
             options.outage_s,
             connector=options.connector,
+            events=options.events,
             landed=summary.landed,
         )
         try:

@@ -1,5 +1,6 @@
-"""The short form of `make chaos`: one round of all six faults while a workload churns the
-test's own table; `changelake verify` and the tests' own comparison both find nothing."""
+"""The short form of `make chaos`: one round of every fault while a workload churns the test's
+own table (and inserts stream to its own event table while Connect is killed);
+`changelake verify` and the tests' own comparison both find nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from typing import Any
 import pytest
 
 from changelake import kafka_io
+from changelake.capture import connectors
+from changelake.capture.topic_groups import events_group
+from changelake.chaos.event_kill import EventTable
 from changelake.chaos.faults import KINDS
 from changelake.chaos.runner import Chaos, ChaosOptions
 from changelake.settings import Settings
@@ -81,18 +85,35 @@ def evidence(
 def test_one_round_of_every_fault_leaves_lake_and_index_equal(
     pipeline: Callable[..., Pipeline], unique: str, settings: Settings, tmp_path: Path
 ) -> None:
-    t = f"chaos_{unique}"
+    t, audit = f"chaos_{unique}", f"audit_{unique}"
     began = time.strftime("%Y-%m-%d %H:%M:%S")  # Connect's log times (this machine's zone)
-    # SLOW_ACKS: a bulk streams long enough for the stop to land inside its COPY
-    p = pipeline([t], churn_table(t, SEEDED), search={t: CHURN_FIELDS}, connector=SLOW_ACKS)
+    template = connectors.load(settings.connectors_dir / "shop-postgres.json")[0]
+    assert template is not None
+    p = pipeline(
+        [t, audit],
+        [
+            *churn_table(t, SEEDED),
+            f"CREATE TABLE public.{audit} (what text, n int)",  # no key: an event table
+            f"ALTER TABLE public.{audit} REPLICA IDENTITY FULL",
+        ],
+        search={t: CHURN_FIELDS},
+        connector={
+            **SLOW_ACKS,  # a bulk streams long enough for the stop to land inside its COPY
+            "topic.creation.groups": f"{template.config['topic.creation.groups']},events",
+            **events_group("", [f"public.{audit}"]),
+            "topic.creation.events.include": rf".*\.public\.{audit}",  # whatever the prefix
+        },
+    )
     p.caught_up()
+    connector = p.prefix.replace("_", "-")
     options = ChaosOptions(
         rounds=1,
         rate=20,
         seed=5,
         gap_s=(1.0, 4.0),
         outage_s=(3.0, 8.0),
-        connector=p.prefix.replace("_", "-"),  # the shop connector reads the same WAL
+        connector=connector,  # the shop connector reads the same WAL
+        events=EventTable(p.dsn, f"public.{audit}", f"{p.prefix}.public.{audit}", connector),
     )
 
     def churn(seed: int) -> Churn:

@@ -8,66 +8,21 @@ cannot pass by a kill that landed right after an offset flush; it kills again un
 from __future__ import annotations
 
 import signal
-import threading
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
 
-from changelake import kafka_io, pg
+from changelake import pg
 from changelake.capture import connectors
 from changelake.capture.topic_groups import events_group
-from changelake.changelog.redelivery import POSITION_HEADER
+from changelake.chaos.event_kill import RATE, Inserts, redelivered
 from changelake.settings import Settings
 from changelake.stack import manager, process
 from tests.integration.pipeline_fixtures import Pipeline
-from tests.support import wait_for
 
 pytestmark = pytest.mark.stack
 KILLS = 3  # at most: a kill right after an offset flush redelivers nothing
-RATE = 50.0  # inserts per second: a second of unflushed offsets is tens of changes
-
-
-class Inserts:
-    """Inserts into the audit table on a thread of its own; every fifth is a COPY of two
-    identical rows (one WAL record: two changes at one LSN, told apart by their count)."""
-
-    def __init__(self, dsn: str, table: str) -> None:
-        self.dsn, self.table, self.n = dsn, table, 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with pg.connect(self.dsn, autocommit=True) as conn:
-            while not self.stopping.wait(1 / RATE):
-                self.n += 1
-                if self.n % 5:
-                    conn.execute(f"INSERT INTO public.{self.table} VALUES ('once', %s)", (self.n,))
-                    continue
-                with conn.cursor().copy(f"COPY public.{self.table} (what, n) FROM STDIN") as copy:
-                    copy.write(f"twice\t{self.n}\ntwice\t{self.n}\n")
-
-    def wait_for(self, more: float) -> None:
-        until = self.n + more
-        wait_for(lambda: self.n >= until, 30, f"{more:.0f} more inserts")
-
-    def __enter__(self) -> Inserts:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopping.set()
-        self.thread.join()
-
-
-def redelivered(bootstrap: str, topic: str) -> int:
-    """Records of the topic whose stamped position an earlier record had."""
-    seen = Counter(
-        r.headers[POSITION_HEADER]
-        for r in kafka_io.read(bootstrap, topic, raw=True)
-        if POSITION_HEADER in r.headers
-    )
-    return sum(n - 1 for n in seen.values())
 
 
 def test_connect_sigkilled_while_an_event_table_streams_appends_each_change_once(
@@ -93,7 +48,7 @@ def test_connect_sigkilled_while_an_event_table_streams_appends_each_change_once
     p.run_once()
     topic = f"{p.prefix}.public.{t}"
     (svc,) = manager.services(settings, ["connect"])
-    with Inserts(p.dsn, t) as inserts:
+    with Inserts(p.dsn, f"public.{t}") as inserts:
         for _ in range(KILLS):
             inserts.wait_for(RATE)  # a second of them
             process.stop(svc.pidfile, signal.SIGKILL, 0)

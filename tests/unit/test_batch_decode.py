@@ -249,6 +249,7 @@ def test_numerics_sent_as_text_keep_their_decimal_types_and_a_nan_is_a_null_and_
          "amounts": None},
         {"id": 3, "amount": "0.00", "ratio": "NEGATIVE_INFINITY", "wide": None, "cash": "0.00",
          "amounts": []},
+        {"id": 4, "amount": "abc", "ratio": None, "wide": None, "cash": None, "amounts": None},
     ]  # fmt: skip
     rows = []
     for offset, image in enumerate(images):
@@ -272,10 +273,11 @@ def test_numerics_sent_as_text_keep_their_decimal_types_and_a_nan_is_a_null_and_
         (1, Decimal("12.50"), "1.50", "1" * 40, Decimal("-3.00"), [Decimal("1.50"), None]),
         (2, None, "Infinity", "NaN", None, None),  # every row applied, NaN as NULL
         (3, Decimal("0.00"), "-Infinity", None, Decimal("0.00"), []),
-    ]
+    ]  # and not 4: "abc" is no numeric
     stats = batch_stats(env, decoded)
-    assert (stats.records, stats.changes, stats.bad) == (3, 3, 1)
-    (letter,) = decoded.errors.collect()
+    assert (stats.records, stats.changes, stats.bad) == (4, 3, 2)
+    malformed, letter = sorted(decoded.errors.collect(), key=lambda e: -e["offset"])
+    assert malformed["offset"] == 3 and malformed["reason"] == "value does not match its schema"
     assert letter["offset"] == 1 and letter["reason"] == (
         "amount = NaN: no decimal holds NaN or an infinity, so the row was applied with NULL there"
     )
