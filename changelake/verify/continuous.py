@@ -16,8 +16,10 @@ it is reported once as not repairable by a re-send.
 
 Its pace is a share of the time (`share`): after a step that took t seconds, it rests
 t * (1 - share) / share, so it takes at most that share of one core's time, less on a busy
-machine (a step's wall time includes its waits). Each table's last full pass, and what it
-re-sent, are kept in `verified.json` in the run directory, which `status` shows.
+machine (a step's wall time includes its waits). A table is first compared once its stream has
+applied what its topic held when verification first looked (`FirstCatchUp`): a run catching up
+after a restart or a backlog has the machine to itself until then. Each table's last full pass,
+and what it re-sent, are kept in `verified.json` in the run directory, which `status` shows.
 """
 
 from __future__ import annotations
@@ -101,6 +103,30 @@ class Side:
     frame: DataFrame  # the lake's live rows (lake_frame)
 
 
+class FirstCatchUp:
+    """Whether a table's stream has once applied everything its topic held when first asked
+    about it. `ends(topic)`: the topic's end offsets by partition; `applied(table)`: the next
+    offset its stream reads, by partition."""
+
+    def __init__(
+        self, ends: Callable[[str], dict[str, int]], applied: Callable[[str], dict[str, int]]
+    ):
+        self.ends, self.applied = ends, applied
+        self.targets: dict[str, dict[str, int]] = {}
+        self.done: set[str] = set()
+
+    def __call__(self, ref: TableRef) -> bool:
+        if ref.name in self.done:
+            return True
+        target = self.targets.get(ref.name)
+        if target is None:
+            target = self.targets[ref.name] = self.ends(ref.topic)
+        applied = self.applied(ref.name)
+        if all(applied.get(p, 0) >= end for p, end in target.items()):
+            self.done.add(ref.name)
+        return ref.name in self.done
+
+
 class ContinuousVerifier:
     def __init__(
         self,
@@ -116,6 +142,7 @@ class ContinuousVerifier:
         self.spark, self.settings, self.share = spark, settings, share
         self.tables, self.applied, self.out = tables, applied, out
         self.progress: dict[str, Progress] = {}
+        self.caught_up = FirstCatchUp(self._ends, applied)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="changelake-verify", daemon=True)
         self._said: set[str] = set()
@@ -140,7 +167,7 @@ class ContinuousVerifier:
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
         turn = 0
         while not self.stopping.is_set():
-            refs = [r for r in self.tables() if not r.events]
+            refs = [r for r in self.tables() if not r.events and self._caught_up(r)]
             if not refs:
                 self.stopping.wait(IDLE_S)
                 continue
@@ -155,6 +182,16 @@ class ContinuousVerifier:
                 self._say_once(ref.name, f"{ref.name}: not verified now: {first_line(exc)}")
             busy = self.work_s - worked  # the step's own time (it counts it, failing or not)
             self.stopping.wait(max(0.5, busy * (1 - self.share) / self.share))
+
+    def _ends(self, topic: str) -> dict[str, int]:
+        watermarks = kafka_io.watermarks(self.settings.kafka_bootstrap, topic)
+        return {str(p): high for p, (_, high) in watermarks.items()}
+
+    def _caught_up(self, ref: TableRef) -> bool:
+        try:
+            return self.caught_up(ref)
+        except Exception:  # Kafka away for a moment: asked again next turn
+            return False
 
     def step(self, ref: TableRef) -> None:
         """Compare one range of `ref`: a suspect's, when one is due, else the next one."""
@@ -220,8 +257,7 @@ class ContinuousVerifier:
             conn.rollback()
             if not confirmed:
                 return False
-            watermarks = kafka_io.watermarks(self.settings.kafka_bootstrap, ref.topic)
-            suspect.ends = {str(p): high for p, (_, high) in watermarks.items()}
+            suspect.ends = self._ends(ref.topic)
         applied = self.applied(ref.name)
         return all(applied.get(p, 0) >= end for p, end in suspect.ends.items())
 

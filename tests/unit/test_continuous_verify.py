@@ -13,7 +13,8 @@ from psycopg import sql
 from changelake.cli import _share
 from changelake.read.dropped_columns import dropped
 from changelake.read.status_print import verified_line
-from changelake.verify.continuous import _differing
+from changelake.tables import TableRef
+from changelake.verify.continuous import FirstCatchUp, _differing
 from changelake.verify.ranges import KeyColumn, next_boundary_query
 from changelake.verify.verified import record, verified
 
@@ -70,3 +71,24 @@ def test_a_column_the_source_dropped_is_named_but_not_changelakes_own() -> None:
     lake = ["id", "title", "subject", "_cdc_lsn", "_cdc_deleted", "_kafka_offset"]
     assert dropped(lake, {"id", "subject"}) == ["title"]
     assert dropped(lake, None) == []  # the source could not be read: nothing claimed
+
+
+def test_a_table_is_compared_once_its_stream_has_caught_up_and_from_then_on() -> None:
+    """A run catching up after a restart gets the machine to itself first; once caught up, a
+    table stays comparable however far a later burst puts its stream behind."""
+    ends = {"t.orders": {"0": 100, "1": 50}}
+    applied: dict[str, dict[str, int]] = {"orders": {"0": 100}}
+    asked: list[str] = []
+
+    def end_offsets(topic: str) -> dict[str, int]:
+        asked.append(topic)
+        return dict(ends[topic])
+
+    caught_up = FirstCatchUp(end_offsets, lambda table: applied[table])
+    orders = TableRef("public", "orders", "t.orders", "c", "slot")
+    assert not caught_up(orders)  # partition 1 not read yet
+    ends["t.orders"] = {"0": 900, "1": 900}  # the topic grows meanwhile: the target stays
+    applied["orders"] = {"0": 100, "1": 50}
+    assert caught_up(orders)
+    applied["orders"] = {"0": 100, "1": 50}  # far behind the grown topic now
+    assert caught_up(orders) and asked == ["t.orders"]
