@@ -23,7 +23,9 @@ class BatchStats:
     records: int = 0
     changes: int = 0
     errors: int = 0  # dead letters written, and documents OpenSearch rejected
-    bad: int = 0  # records that cannot be applied (malformed, or failing their type checks)
+    # dead letters to write: records that cannot be applied (malformed, failing their type
+    # checks), and rows applied with NULL for a value no decimal holds (a NaN)
+    bad: int = 0
     truncate_lsn: int | None = None
     truncate_ts: str | None = None
     toasted: int = 0

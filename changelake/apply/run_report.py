@@ -22,7 +22,7 @@ def snapshot_lines(ref: TableRef, result: SnapshotResult, took: float) -> list[s
         f"{ref.name}: snapshot {result.rows:,} rows from {result.records:,} records in "
         f"{took:.1f}s ({result.rows / max(took, 1e-9):,.0f} rows/s), up to LSN "
         f"{lsn_text(result.meta.max_lsn)}"
-        + (f"; {result.errors} bad records → _errors" if result.errors else "")
+        + (f"; {result.errors} dead letters → _errors" if result.errors else "")
     ]
     if result.unresolved_toast:
         lines.append(

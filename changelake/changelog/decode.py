@@ -231,7 +231,7 @@ def decode(env: DataFrame, version: Version, placeholder: str, events: bool = Fa
     )
     if not events:  # an event table's changes need no key (a truncate is an event too)
         reason = _key_reason(reason, row, image, op)
-    checked = typed.select("*", reason.alias(REASON), _note(row, image).alias(NOTE))
+    checked = typed.select("*", reason.alias(REASON), _note(row, image, op).alias(NOTE))
     # One pass makes both: change rows, and (where REASON or NOTE is set) what a dead letter needs.
     lettered = F.col(REASON).isNotNull() | F.col(NOTE).isNotNull()
     return checked.select(
@@ -255,20 +255,24 @@ def _malformed(row: RowVersion, *images: Column) -> Column:
     return found
 
 
-def _note(row: RowVersion, image: Column) -> Column:
-    """What of the row's values the lake cannot hold, in one sentence (NULL: nothing)."""
+def _note(row: RowVersion, image: Column, op: Column) -> Column:
+    """What of a written row's values the lake cannot hold, in one sentence (NULL: nothing; a
+    delete writes no values)."""
     found = []
     for c in row.columns:
-        lost = row.types[c.name].lost
-        if lost is not None:
+        kind = row.types[c.name]
+        if kind.lost is not None:
             value = image[c.name]
-            said = F.concat(F.lit(f"{c.name} = "), postgres_spelling(value))
-            found.append(F.when(lost(value), said))
+            if isinstance(kind.raw, T.ArrayType):
+                said = F.lit(f"{c.name} holds NaN")
+            else:
+                said = F.concat(F.lit(f"{c.name} = "), postgres_spelling(value))
+            found.append(F.when(kind.lost(value), said))
     if not found:
         return F.lit(None).cast("string")
     said = F.concat_ws(", ", *found)  # concat_ws skips the NULLs
     why = ": no decimal holds NaN or an infinity, so the row was applied with NULL there"
-    return F.when(said != "", F.concat(said, F.lit(why)))
+    return F.when((said != "") & op.isin("c", "u", "r"), F.concat(said, F.lit(why)))
 
 
 def _key_reason(reason: Column, row: RowVersion, image: Column, op: Column) -> Column:
@@ -280,10 +284,16 @@ def _key_reason(reason: Column, row: RowVersion, image: Column, op: Column) -> C
         return reason.when(F.lit(True), F.lit("the key has no schema: not a Debezium key"))
     if missing:
         return reason.when(F.lit(True), F.lit(f"key column {missing[0]} is not in the row"))
-    key_null = F.lit(False)
+    key_null, key_lost = F.lit(False), F.lit(False)
     for k in row.key:
         key_null = key_null | image[k].isNull()
-    return reason.when(op.isin("c", "u", "r", "d") & key_null, F.lit("no key value"))
+        lost = row.types[k].lost
+        if lost is not None:  # a NaN in a decimal key column: NULL would match no row
+            key_lost = key_lost | F.coalesce(lost(image[k]), F.lit(False))
+    rows = op.isin("c", "u", "r", "d")
+    return reason.when(rows & key_null, F.lit("no key value")).when(
+        rows & key_lost, F.lit("a key column holds NaN, which no decimal holds")
+    )
 
 
 def _as_written(version: Version) -> Column:

@@ -159,8 +159,9 @@ def _decimal(col: SourceColumn) -> ColumnType:
     # Spark's JSON reader would round a wider number through a double: refuse, loudly.
     raise SchemaError(
         f"column {col.name}: numeric({precision},{scale}) is wider than Spark's decimal(38)",
-        "narrow the column, or set the connector's decimal.handling.mode to string (as "
-        "`connectors init` writes it): such a column is then kept as its exact text",
+        "narrow the column, or set the connector's decimal.handling.mode to string with "
+        'column.propagate.source.type ".*" (as `connectors init` writes it): such a column is '
+        "then kept as its exact text, and the others stay decimals",
     )
 
 
@@ -171,11 +172,34 @@ _SOURCE_TYPE, _LENGTH, _SCALE = (
 )  # column.propagate.source.type's parameters
 
 
+# Java's BigDecimal.toString, which Debezium sends: scientific below 1E-6 (1E-7, 1.23E-7, 0E-10).
+_SCIENTIFIC = r"^(-?)([0-9])(?:\.([0-9]+))?E([+-]?[0-9]+)$"
+
+
 def postgres_spelling(c: Column) -> Column:
-    spelled = c
+    """A numeric's text as Postgres prints it: plain notation with its scale (0.0000001, and
+    0E-10 as 0.0000000000), NaN, Infinity, -Infinity."""
+    spelled = F.when(c.rlike(_SCIENTIFIC), _plain(c)).otherwise(c)
     for debezium, postgres in SPECIAL_NUMERICS.items():
         spelled = F.when(c == debezium, F.lit(postgres)).otherwise(spelled)
     return spelled
+
+
+def _plain(c: Column) -> Column:
+    """Scientific notation → plain, by moving the point: digits d₁…dₙ (the mantissa's, point
+    removed) with the point after position p = 1 + exponent."""
+    sign = F.regexp_extract(c, _SCIENTIFIC, 1)
+    digits = F.concat(F.regexp_extract(c, _SCIENTIFIC, 2), F.regexp_extract(c, _SCIENTIFIC, 3))
+    point = F.regexp_extract(c, _SCIENTIFIC, 4).cast("int") + 1
+    width = F.length(digits)
+    body = (
+        F.when(point <= 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -point), digits))
+        .when(point >= width, F.concat(digits, F.repeat(F.lit("0"), point - width)))
+        .otherwise(
+            F.concat(digits.substr(F.lit(1), point), F.lit("."), digits.substr(point + 1, width))
+        )
+    )
+    return F.concat(sign, body)
 
 
 def _numeric_text(col: SourceColumn) -> ColumnType | None:
@@ -191,8 +215,9 @@ def _numeric_text(col: SourceColumn) -> ColumnType | None:
     precision, scale = int(col.params.get(_LENGTH) or 0), int(col.params.get(_SCALE) or 0)
     if 0 < precision <= MAX_DECIMAL_PRECISION:
         return _text_decimal(T.DecimalType(precision, scale))
-    # Unconstrained (length 0), or wider than Spark's decimals: exact text, NaN and ±Infinity too.
-    return ColumnType(T.StringType(), T.StringType(), postgres_spelling)
+    # Unconstrained (length 0), or wider than Spark's decimals: exact text, NaN and ±Infinity too
+    # (a value of thousands of digits can be TOASTed, and sent unchanged as the placeholder).
+    return ColumnType(T.StringType(), T.StringType(), postgres_spelling, toastable=True)
 
 
 def _text_decimal(dtype: T.DecimalType) -> ColumnType:
@@ -252,7 +277,15 @@ def _array(items: SourceColumn) -> ColumnType:
     convert: Convert = (
         _same if element.convert is _same else (lambda c: F.transform(c, element.convert))
     )
-    return ColumnType(T.ArrayType(element.raw), T.ArrayType(element.spark), convert, toastable=True)
+    lost, malformed = element.lost, element.malformed  # an element's is the array's
+    return ColumnType(
+        T.ArrayType(element.raw),
+        T.ArrayType(element.spark),
+        convert,
+        toastable=True,
+        lost=None if lost is None else (lambda c: F.exists(c, lost)),
+        malformed=None if malformed is None else (lambda c: F.exists(c, malformed)),
+    )
 
 
 def is_placeholder(raw: Column, dtype: T.DataType, placeholder: str) -> Column:

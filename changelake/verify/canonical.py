@@ -42,8 +42,8 @@ class MoneyLoader(Loader):
 
 
 def as_number(value: Any) -> Any:
-    """A numeric the lake keeps as text (unconstrained), compared by value: Debezium drops
-    trailing zeros, so the scale is lost."""
+    """A numeric the lake keeps as text (unconstrained), compared by value: Debezium's
+    `precise` mode drops trailing zeros (1.50 arrives as 1.5), so the scale may be lost."""
     if isinstance(value, Decimal):
         # NaN and ±Infinity as Postgres and the lake spell them (str gives 'NaN', '-Infinity').
         return ("number", value.normalize()) if value.is_finite() else str(value)

@@ -231,32 +231,45 @@ NUMERIC_ROW = {
 }
 
 
-def test_numerics_sent_as_text_keep_their_decimal_types_and_a_nan_is_a_null_and_a_dead_letter(
-    spark: SparkSession,
-) -> None:
+def numeric_records(
+    row: dict[str, object], images: list[dict[str, object]]
+) -> list[tuple[object, ...]]:
+    """Inserts of `images` into a table of schema `row` (its first field the key)."""
     schema = {
         **VALUE_SCHEMA,
         "fields": [
-            {**NUMERIC_ROW, "field": "before"},
-            {**NUMERIC_ROW, "field": "after"},
+            {**row, "field": "before"},
+            {**row, "field": "after"},
             *VALUE_SCHEMA["fields"][2:],  # type: ignore[index]
         ],
     }
-    images = [
-        {"id": 1, "amount": "12.50", "ratio": "1.50", "wide": "1" * 40, "cash": "-3.00",
+    first = row["fields"][0]  # type: ignore[index]
+    key_schema = {**KEY_SCHEMA, "fields": [first]}
+    records = []
+    for offset, image in enumerate(images):
+        value = {"before": None, "after": image, "op": "c", "source": {"lsn": 1000 + offset}}
+        k = {"schema": key_schema, "payload": {first["field"]: image[first["field"]]}}
+        v = {"schema": schema, "payload": value}
+        records.append(("t", 0, offset, json.dumps(k).encode(), json.dumps(v).encode()))
+    return records
+
+
+def test_numerics_sent_as_text_keep_their_decimal_types_and_a_nan_is_a_null_and_a_dead_letter(
+    spark: SparkSession,
+) -> None:
+    images: list[dict[str, object]] = [
+        {"id": 1, "amount": "12.50", "ratio": "1.50", "wide": "-1.23E-7", "cash": "-3.00",
          "amounts": ["1.50", None]},
         {"id": 2, "amount": "NAN", "ratio": "POSITIVE_INFINITY", "wide": "NAN", "cash": None,
          "amounts": None},
-        {"id": 3, "amount": "0.00", "ratio": "NEGATIVE_INFINITY", "wide": None, "cash": "0.00",
+        {"id": 3, "amount": "0.00", "ratio": "1E-7", "wide": "0E-10", "cash": "0.00",
+         "amounts": ["NAN"]},
+        {"id": 4, "amount": "abc", "ratio": "1.5E+3", "wide": None, "cash": None,
+         "amounts": None},
+        {"id": 5, "amount": None, "ratio": "NEGATIVE_INFINITY", "wide": "1" * 40, "cash": None,
          "amounts": []},
-        {"id": 4, "amount": "abc", "ratio": None, "wide": None, "cash": None, "amounts": None},
     ]  # fmt: skip
-    rows = []
-    for offset, image in enumerate(images):
-        value = {"before": None, "after": image, "op": "c", "source": {"lsn": 1000 + offset}}
-        k = {"schema": KEY_SCHEMA, "payload": {"id": image["id"]}}
-        v = {"schema": schema, "payload": value}
-        rows.append(("t", 0, offset, json.dumps(k).encode(), json.dumps(v).encode()))
+    rows = numeric_records(NUMERIC_ROW, images)
     env = envelopes(spark.createDataFrame(rows, RAW))
     decoded = decode_batch(env, "t", DEFAULT_PLACEHOLDER, fetcher(dict(enumerate(rows))), Schemas())
     assert [(f.name, f.dataType.simpleString()) for f in decoded.columns.fields] == [
@@ -270,14 +283,28 @@ def test_numerics_sent_as_text_keep_their_decimal_types_and_a_nan_is_a_null_and_
     assert decoded.changes is not None
     got = sorted(tuple(r)[:6] for r in decoded.changes.collect())
     assert got == [
-        (1, Decimal("12.50"), "1.50", "1" * 40, Decimal("-3.00"), [Decimal("1.50"), None]),
+        (1, Decimal("12.50"), "1.50", "-0.000000123", Decimal("-3.00"), [Decimal("1.50"), None]),
         (2, None, "Infinity", "NaN", None, None),  # every row applied, NaN as NULL
-        (3, Decimal("0.00"), "-Infinity", None, Decimal("0.00"), []),
-    ]  # and not 4: "abc" is no numeric
+        (3, Decimal("0.00"), "0.0000001", "0.0000000000", Decimal("0.00"), [None]),
+        (5, None, "-Infinity", "1" * 40, None, []),
+    ]  # and not 4: "abc" is no numeric; text as Postgres prints it, never 1E-7
     stats = batch_stats(env, decoded)
-    assert (stats.records, stats.changes, stats.bad) == (4, 3, 2)
-    malformed, letter = sorted(decoded.errors.collect(), key=lambda e: -e["offset"])
-    assert malformed["offset"] == 3 and malformed["reason"] == "value does not match its schema"
-    assert letter["offset"] == 1 and letter["reason"] == (
-        "amount = NaN: no decimal holds NaN or an infinity, so the row was applied with NULL there"
-    )
+    assert (stats.records, stats.changes, stats.bad) == (5, 4, 3)
+    reasons = {e["offset"]: e["reason"] for e in decoded.errors.collect()}
+    why = ": no decimal holds NaN or an infinity, so the row was applied with NULL there"
+    assert reasons == {
+        1: "amount = NaN" + why,
+        2: "amounts holds NaN" + why,
+        3: "value does not match its schema",
+    }
+
+
+def test_a_nan_in_a_decimal_key_is_a_dead_letter_not_a_null_key(spark: SparkSession) -> None:
+    row = {**ROW, "fields": [numeric("code", "NUMERIC", "9", "2"), numeric("n", "NUMERIC", "0")]}
+    rows = numeric_records(row, [{"code": "1.50", "n": "1"}, {"code": "NAN", "n": "2"}])
+    env = envelopes(spark.createDataFrame(rows, RAW))
+    decoded = decode_batch(env, "t", DEFAULT_PLACEHOLDER, fetcher(dict(enumerate(rows))), Schemas())
+    assert decoded.changes is not None
+    assert [(r["code"], r["n"]) for r in decoded.changes.collect()] == [(Decimal("1.50"), "1")]
+    (letter,) = decoded.errors.collect()
+    assert letter["reason"] == "a key column holds NaN, which no decimal holds"
