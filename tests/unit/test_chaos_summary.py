@@ -44,17 +44,19 @@ def test_samples_name_the_table_and_the_side() -> None:
 
 def test_the_summary_counts_faults_by_kind_changes_and_differences() -> None:
     rounds = [RoundResult(n, list(KINDS), 100 * n, 250 * n, 30.0, 1000, 0, {}) for n in (1, 2)]
-    landed = Counter({"stop-connect-in-bulk": 1})
+    landed = Counter({"stop-connect-in-bulk": 1, "kill-connect-events": 2})
     summary = ChaosSummary(rounds, Counter({k: 2 for k in KINDS}), 600.0, landed, resends=3)
     d = summary.as_dict()
-    assert (d["faults_total"], d["transactions"], d["row_changes"]) == (14, 300, 750)
+    faults = 2 * len(KINDS)
+    assert (d["faults_total"], d["transactions"], d["row_changes"]) == (faults, 300, 750)
     assert (d["rows_compared"], d["differences"]) == (2000, 0)
-    assert d["landed"] == {"stop-connect-in-bulk": 1}
+    assert d["landed"] == {"stop-connect-in-bulk": 1, "kill-connect-events": 2}
     text = summary.text()
-    assert "chaos: 2 rounds, 14 faults in 10.0 min" in text
+    assert f"chaos: 2 rounds, {faults} faults in 10.0 min" in text
     for kind in KINDS:
         assert f"  {kind:<20}    2" in text
     assert "  stop-connect-in-bulk    2 (1 inside a bulk's COPY)" in text
+    assert "  kill-connect-events     2 (2 made Debezium send events again)" in text
     assert "re-sends asked             3 (by the pipeline, with nobody asking)" in text
     assert "differences                0" in text
 
