@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -75,10 +76,26 @@ POLL_INTERVAL_S = 0.2  # how often a waiting test re-checks its condition
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (a service started next binds it)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on now (a service started next binds it), below the kernel's
+    ephemeral range: a port the kernel hands out for port 0 (as it did once to the Spark JVM's
+    py4j gateway, started between this call and the service's bind) could be taken again by any
+    process in that window; one below the range is taken only by a process that asks for it."""
+    low = _ephemeral_low()
+    for port in random.sample(range(max(1024, low - 8000), low), 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port on {host} below {low}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def wait_for(check: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:
