@@ -2,13 +2,20 @@
 in the background, one key range at a time, and has Debezium re-send what differs, with nobody
 running `verify`.
 
-The source moves while it is compared, so a first difference is only a suspect: the range is
-compared again, lake first, then source, once the pipeline has applied every change committed
-before the first look (the replication slot has confirmed the WAL position read with it, and the
-table's stream has read its topic to the end offsets it had then), and no sooner than
-RECHECK_S after it. A key still differing whose source
-row is the very same row version (the same `xmin`, or absent both times) is a real difference:
-its last change committed before the first look, so the lake should hold it by now. Those keys
+Each pass reads the table's lake rows once, at its start, and keeps them (`LakeCopy`): a
+step compares one source range with that copy, so it costs a read of the range from Postgres
+and a filter of rows held in memory, not a read of the whole table's base files and changelog
+(the files hold every key, so a range's read cannot skip any), which took a busy bench machine
+half a minute per step and held its cores from the stream's batches meanwhile.
+
+The source moves while it is compared, and the copy grows older over the pass, so a first
+difference is only a suspect: the range is compared again, against the next pass's copy, then
+the source, that copy read once the pipeline had applied every change committed before the first
+look (the replication slot has confirmed the WAL position read with it, and the table's stream
+has read its topic to the end offsets it had then), and no sooner than RECHECK_S after it. A key
+still differing whose source row is the very same row version (the same `xmin`, or absent both
+times) is a real difference: its last change committed before the first look, so the lake
+should hold it by now. Those keys
 are re-sent through the connector's signal table (the same incremental snapshot as `verify
 --repair`); keys the source no longer has cannot be re-sent (a snapshot sends no delete) and are
 reported. A key re-sent once and found again at the same row version is not re-sent in a loop:
@@ -38,6 +45,7 @@ from changelake.capture.resend import Request, send
 from changelake.exceptions import first_line
 from changelake.lake.table import read_table
 from changelake.settings import Settings
+from changelake.spark import kept, release
 from changelake.tables import TableRef, source_of_table
 from changelake.verify.command import (
     captured_columns,
@@ -63,9 +71,7 @@ from changelake.verify.sides import (
 )
 from changelake.verify.verified import pass_line, record, work_line
 
-# Source rows per step: what each side holds in memory at once. A step's fixed cost (the lake's
-# read planned, its changelog's newest changes found) is a few seconds on a busy small machine,
-# so fewer, larger steps make a pass shorter at the same share.
+# Source rows per step: what each side holds in Python at once (the lake's copy is in Spark).
 RANGE_ROWS = 20_000
 POOL = "verify"  # its Spark scheduler pool, see fairscheduler.xml
 IDLE_S = 5.0  # how long it rests when no table can be compared
@@ -79,17 +85,8 @@ class Suspect:
     versions: dict[Key, str | None]  # each differing key's source row version (None: absent)
     due: float  # time.monotonic
     lsn: str  # the source's WAL position at the first look
+    seen: float  # time.monotonic of the first look: a copy read after it can settle it
     ends: dict[str, int] | None = None  # the topic's end offsets once the slot confirmed `lsn`
-
-
-@dataclass
-class Progress:
-    cursor: Key | None = None  # the next range's lower bound (None: a pass starts)
-    rows: int = 0  # compared in this pass
-    started: float = field(default_factory=time.monotonic)  # this pass
-    busy: float = 0.0  # seconds of steps in this pass
-    suspects: list[Suspect] = field(default_factory=list)
-    resent: dict[Key, str] = field(default_factory=dict)  # key → the version re-sent
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,19 @@ class Side:
     key: list[KeyColumn]
     how: Comparable
     columns: list[str] | None
-    frame: DataFrame  # the lake's live rows (lake_frame)
+    frame: DataFrame  # the lake's live rows (lake_frame), as a pass's copy holds them
+    read_at: float  # time.monotonic when the copy was read
+
+
+@dataclass
+class Progress:
+    copy: Side | None = None  # this pass's copy of the lake (None: the pass has not begun)
+    cursor: Key | None = None  # the next range's lower bound (None: a pass starts)
+    rows: int = 0  # compared in this pass
+    started: float = field(default_factory=time.monotonic)  # this pass
+    busy: float = 0.0  # seconds of steps in this pass
+    suspects: list[Suspect] = field(default_factory=list)
+    resent: dict[Key, str] = field(default_factory=dict)  # key → the version re-sent
 
 
 class FirstCatchUp:
@@ -168,6 +177,7 @@ class ContinuousVerifier:
         turn = 0
         while not self.stopping.is_set():
             refs = [r for r in self.tables() if not r.events and self._caught_up(r)]
+            self._forget({r.name for r in refs})
             if not refs:
                 self.stopping.wait(IDLE_S)
                 continue
@@ -182,6 +192,14 @@ class ContinuousVerifier:
                 self._say_once(ref.name, f"{ref.name}: not verified now: {first_line(exc)}")
             busy = self.work_s - worked  # the step's own time (it counts it, failing or not)
             self.stopping.wait(max(0.5, busy * (1 - self.share) / self.share))
+
+    def _forget(self, kept: set[str]) -> None:
+        """Free the copies of tables no longer compared (stopped, removed, not caught up)."""
+        for name in [n for n in self.progress if n not in kept]:
+            copy = self.progress[name].copy
+            if copy is not None:
+                release(copy.frame)
+            self.progress[name].copy = None
 
     def _ends(self, topic: str) -> dict[str, int]:
         watermarks = kafka_io.watermarks(self.settings.kafka_bootstrap, topic)
@@ -210,21 +228,25 @@ class ContinuousVerifier:
             record(self.settings.run_dir, ref.name, verified_at=time.time(), rows=progress.rows)
             took = time.monotonic() - progress.started
             self.out(pass_line(ref.name, progress.rows, took, progress.busy))
+            if progress.copy is not None:
+                release(progress.copy.frame)
             self.progress[ref.name] = Progress(suspects=progress.suspects, resent=progress.resent)
 
     def _step(self, ref: TableRef, progress: Progress) -> bool:
         """True when the step completed a pass over the table."""
         dsn = source_of_table(self.settings, ref).dsn()
         with connect(dsn) as conn:
-            side = self._side(conn, ref)
-            if side is None:
+            side = progress.copy
+            if side is None:  # a pass begins: its copy of the lake, once suspects can settle
+                if all(self._applied(conn, ref, s) for s in progress.suspects):
+                    progress.copy = self._side(conn, ref)
                 return False
-            now = time.monotonic()
-            due = next((s for s in progress.suspects if self._applied(conn, ref, s)), None)
+            due = next((s for s in progress.suspects if s.seen < side.read_at), None)
             if due is not None:
                 progress.suspects.remove(due)
                 self._recheck(conn, dsn, side, progress, due)
                 return False
+            now = time.monotonic()
             query, params = next_boundary_query(
                 table_sql(ref), side.key, progress.cursor, RANGE_ROWS
             )
@@ -238,7 +260,7 @@ class ContinuousVerifier:
         # One suspect per range: a table that lags for passes on end must not pile them up.
         if suspects and all(s.part != part for s in progress.suspects):
             wanted = {k: versions.get(k) for k in suspects}
-            progress.suspects.append(Suspect(part, wanted, now + RECHECK_S, lsn))
+            progress.suspects.append(Suspect(part, wanted, now + RECHECK_S, lsn, now))
         progress.rows += len(source)
         progress.cursor = part.upper
         return part.upper is None
@@ -262,6 +284,7 @@ class ContinuousVerifier:
         return all(applied.get(p, 0) >= end for p, end in suspect.ends.items())
 
     def _side(self, conn: psycopg.Connection[Any], ref: TableRef) -> Side | None:
+        """The pass's copy of the table's live lake rows, read now (None: no table to read)."""
         from changelake.lake.layout import delta_exists
 
         path = ref.path(self.settings.lake)
@@ -273,8 +296,12 @@ class ContinuousVerifier:
         types = source_columns(conn, ref)
         key = [KeyColumn(k, types.get(k, "") in TEXT_TYPES) for k in read.meta.key]
         how = comparable(types, read.rows)
-        frame = lake_frame(read.rows, ref.soft_delete)
-        return Side(ref, key, how, captured_columns(types, ref), frame)
+        read_at = time.monotonic()
+        # One read of the table, here, by one task at a time: Spark's scheduler never takes a
+        # running task's core back, so a read spread over both cores would hold the stream's
+        # batches behind it until one of its tasks ended.
+        frame = kept(lake_frame(read.rows, ref.soft_delete).coalesce(1))
+        return Side(ref, key, how, captured_columns(types, ref), frame, read_at)
 
     def _recheck(
         self,
@@ -284,7 +311,7 @@ class ContinuousVerifier:
         progress: Progress,
         suspect: Suspect,
     ) -> None:
-        lake = lake_range(side.frame, side.key, suspect.part, side.how)  # lake first: see above
+        lake = lake_range(side.frame, side.key, suspect.part, side.how)  # read before the source
         source, versions = _source(conn, side, suspect.part)
         conn.rollback()
         still = _differing(source, lake)
