@@ -7,9 +7,8 @@ A range is [lower, upper): None means unbounded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any
 
 from psycopg import sql
@@ -19,7 +18,6 @@ from pyspark.sql.types import DataType
 
 TEXT_TYPES = {"text", "character varying", "character", "uuid", "name", "citext"}
 Key = tuple[Any, ...]
-Compare = Callable[[Column, Column], Column]
 
 
 @dataclass(frozen=True)
@@ -93,32 +91,23 @@ def source_filter(key: Sequence[KeyColumn], part: KeyRange) -> tuple[sql.Composa
 
 
 def lake_filter(key: Sequence[KeyColumn], part: KeyRange, types: dict[str, DataType]) -> Column:
-    """The same range over the Delta table, as comparisons of each key column with a literal of
-    its type (a bound compares key columns in order, lexicographically): the form Delta's data
-    skipping and Parquet's row-group filters understand, so a range's read can skip the files
-    and row groups whose key statistics lie outside it (a struct comparison cannot)."""
+    """The same range over the Delta table. Struct comparison is field by field, in order, and
+    needs both sides of exactly the same type: the bounds take the columns' names and types."""
+    row = F.struct(*[F.col(k.name) for k in key])
 
-    def literal(column: KeyColumn, value: Any) -> Column:
-        return F.lit(_as_text(column, value)).cast(types[column.name])
-
-    def beyond(values: Key, past: Compare, last: Compare) -> Column:
-        """Lexicographically past `values`: an earlier column `past` its bound and every one
-        before it equal to its own, or every column but the last equal and the last `last`."""
-        either: list[Column] = []
-        equal: Column | None = None
-        pairs = list(zip(key, values, strict=True))
-        for i, (column, value) in enumerate(pairs):
-            this, bound = F.col(column.name), literal(column, value)
-            compare = last if i == len(pairs) - 1 else past
-            either.append(compare(this, bound) if equal is None else equal & compare(this, bound))
-            equal = this == bound if equal is None else equal & (this == bound)
-        return reduce(lambda a, b: a | b, either)
+    def bound(values: Key) -> Column:
+        return F.struct(
+            *[
+                F.lit(_as_text(k, v)).cast(types[k.name]).alias(k.name)
+                for k, v in zip(key, values, strict=True)
+            ]
+        )
 
     condition = F.lit(True)
     if part.lower is not None:
-        condition &= beyond(part.lower, lambda c, b: c > b, lambda c, b: c >= b)
+        condition &= row >= bound(part.lower)
     if part.upper is not None:
-        condition &= beyond(part.upper, lambda c, b: c < b, lambda c, b: c < b)
+        condition &= row < bound(part.upper)
     return condition
 
 

@@ -82,16 +82,11 @@ def test_verify_finds_one_changed_value_and_rows_missing_or_extra(
     assert any(s.startswith("differing (1, SKU-5): name:") for s in index["samples"]), index
 
 
-def test_a_lake_range_is_the_key_order_slice_and_reaches_the_scan(
-    spark: Any, tmp_path: Any
-) -> None:
-    """The range filter selects exactly the keys a struct comparison would (lexicographic over
-    the key columns, text byte-wise), and its comparisons reach the Parquet scan, where they
-    can skip what lies outside the range."""
+def test_a_lake_range_is_the_key_order_slice(spark: Any) -> None:
+    """The range filter over the lake's rows selects exactly the keys in the range, ordered
+    lexicographically over the key columns and text byte-wise, as Postgres orders them."""
     grid = [(a, b) for a in range(4) for b in ("a", "b", "é", "z")]
-    path = str(tmp_path / "grid")
-    spark.createDataFrame(grid, "a int, b string").write.format("delta").save(path)
-    frame = spark.read.format("delta").load(path)
+    frame = spark.createDataFrame(grid, "a int, b string")
     types = {f.name: f.dataType for f in frame.schema.fields}
     key = [KeyColumn("a", False), KeyColumn("b", True)]
     utf8 = lambda k: (k[0], k[1].encode())  # noqa: E731 - Spark orders strings by their bytes
@@ -109,5 +104,3 @@ def test_a_lake_range_is_the_key_order_slice_and_reaches_the_scan(
             and (upper is None or utf8(k) < utf8(upper))
         ]
         assert sorted(tuple(r) for r in got) == sorted(want), (lower, upper)
-    plan = frame.where(lake_filter(key, KeyRange((1, "b"), None), types))._jdf.queryExecution()
-    assert "GreaterThan(a,1)" in plan.executedPlan().toString(), plan.executedPlan().toString()
