@@ -2,7 +2,7 @@
 in the background, one key range at a time, and has Debezium re-send what differs, with nobody
 running `verify`.
 
-Each pass reads the table's lake rows once, at its start, and keeps them (`LakeCopy`): a
+Each pass reads the table's lake rows once, at its start, and keeps them (`Progress.copy`): a
 step compares one source range with that copy, so it costs a read of the range from Postgres
 and a filter of rows held in memory, not a read of the whole table's base files and changelog
 (the files hold every key, so a range's read cannot skip any), which took a busy bench machine
@@ -83,9 +83,8 @@ Out = Callable[[str], None]
 class Suspect:
     part: KeyRange
     versions: dict[Key, str | None]  # each differing key's source row version (None: absent)
-    due: float  # time.monotonic
-    lsn: str  # the source's WAL position at the first look
     seen: float  # time.monotonic of the first look: a copy read after it can settle it
+    lsn: str  # the source's WAL position at the first look
     ends: dict[str, int] | None = None  # the topic's end offsets once the slot confirmed `lsn`
 
 
@@ -260,14 +259,14 @@ class ContinuousVerifier:
         # One suspect per range: a table that lags for passes on end must not pile them up.
         if suspects and all(s.part != part for s in progress.suspects):
             wanted = {k: versions.get(k) for k in suspects}
-            progress.suspects.append(Suspect(part, wanted, now + RECHECK_S, lsn, now))
+            progress.suspects.append(Suspect(part, wanted, now, lsn))
         progress.rows += len(source)
         progress.cursor = part.upper
         return part.upper is None
 
     def _applied(self, conn: psycopg.Connection[Any], ref: TableRef, suspect: Suspect) -> bool:
         """Whether the table has applied every change committed before `suspect`'s first look."""
-        if suspect.due > time.monotonic():
+        if suspect.seen + RECHECK_S > time.monotonic():
             return False
         if suspect.ends is None:
             confirmed = _one(
@@ -287,6 +286,7 @@ class ContinuousVerifier:
         """The pass's copy of the table's live lake rows, read now (None: no table to read)."""
         from changelake.lake.layout import delta_exists
 
+        read_at = time.monotonic()  # before the read pins the table's versions
         path = ref.path(self.settings.lake)
         if not delta_exists(self.spark, path):
             return None
@@ -296,7 +296,6 @@ class ContinuousVerifier:
         types = source_columns(conn, ref)
         key = [KeyColumn(k, types.get(k, "") in TEXT_TYPES) for k in read.meta.key]
         how = comparable(types, read.rows)
-        read_at = time.monotonic()
         # One read of the table, here, by one task at a time: Spark's scheduler never takes a
         # running task's core back, so a read spread over both cores would hold the stream's
         # batches behind it until one of its tasks ended.
