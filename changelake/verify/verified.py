@@ -54,6 +54,12 @@ def pass_line(table: str, rows: int, seconds: float, work_s: float) -> str:
     )
 
 
+# pass_line's text, read back (the bench)
+PASSED = re.compile(
+    r"(?P<table>\S+): verified (?P<rows>[\d,]+) rows against the source in a pass of "
+    r"(?P<seconds>\d+)s \((?P<work>[\d.]+)s of work\)"
+)
+
 # work_line's text, read back (the bench): rows compared, work seconds
 WORKED = re.compile(
     r"verification: [\d,]+ steps compared (?P<rows>[\d,]+) rows in (?P<work>[\d.]+)s of work"

@@ -234,12 +234,31 @@ def test_the_quiet_tail_and_served_queries_under_load_are_reported() -> None:
 
 
 def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
-    from changelake.bench.verify_cost import VerifyCost, cost_section, worked_s
-    from changelake.verify.verified import work_line
+    from changelake.bench.verify_cost import VerifyCost, cost_section, passes_in, worked_s
+    from changelake.verify.verified import pass_line, work_line
 
     log = tmp_path / "verify-cost-1.log"
     log.write_text(f"2026-11-27T20:04:40+0000 INFO    {work_line(3, 60_000, 24.3)}\n")
     assert worked_s(log) == 24.3 and worked_s(tmp_path / "none.log") == 0
+    passed = tmp_path / "verify-pass.log"
+    passed.write_text(
+        "".join(
+            f"2026-11-28T12:00:0{i}+0000 INFO    {line}\n"
+            for i, line in enumerate(
+                [
+                    pass_line("orders", 526_432, 301.4, 61.3),
+                    pass_line("order_lines", 1_314_117, 330, 120.5),
+                    pass_line("orders", 526_432, 280, 60),  # a second pass: the first counts
+                ]
+            )
+        )
+    )
+    passes = passes_in(passed)
+    assert passes == [
+        {"table": "orders", "rows": 526_432, "seconds": 301.0, "work_s": 61.3},
+        {"table": "order_lines", "rows": 1_314_117, "seconds": 330.0, "work_s": 120.5},
+    ]
+    assert passes_in(tmp_path / "none.log") == []
     cost = VerifyCost(
         share=0.1,
         rate=250.0,
@@ -250,8 +269,18 @@ def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
         on_cpu_s=140.0,
         off_cpu_s=135.0,
         work_s=24.3,
+        order=[True, False, False, True, True, False],
+        passes=passes,
+        pass_cpu_s=250.0,
     )
     text = "\n".join(cost_section(cost))
+    assert "without it, 3 times each (on, off, off, on, on, off): changelog" in text
+    assert "each of the bench's 2 tables (1,840,549 rows)" in text
+    assert "the longest 330 s, the first passes' steps working 182 s, the run's CPU 250 s" in text
+    assert "takes about 55 minutes on an idle machine" in text
+    older = {k: v for k, v in cost.items() if k not in ("passes", "pass_cpu_s", "order")}
+    said = "\n".join(cost_section(older))  # type: ignore[arg-type]
+    assert "A full pass" not in said and "twice each (on, off, off, on)" in said
     assert "changelog freshness p50 11.0 s with it, 10.0 s without (+10%; the limit" in text
     assert "the run's CPU 140 s against 135 s per run" in text
     assert "No changelog commits" in "\n".join(cost_section({**cost, "ratio": None}))
