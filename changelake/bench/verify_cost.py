@@ -202,7 +202,6 @@ def _pass_sentence(cost: VerifyCost) -> list[str]:
     # Tables take turns, so the longest pass spans every table's steps (and the smaller tables'
     # later passes): at a share s, about that long / s.
     return [
-        "",
         f"A full pass over each of the bench's {len(passes)} tables ({rows:,} rows), the "
         f"pipeline idle and verification at share 1 (no rest between steps): the longest "
         f"{longest:.0f} s, the first passes' steps working {work:.0f} s, the run's CPU "
