@@ -252,6 +252,7 @@ class Bench:
             changelog_lags([self.table(t) for t in source.TABLES]),
             self._streaming,
             self._applied_everything,
+            len(source.TABLES),
             lambda ready, what, timeout_s: self._wait(ready, what, timeout_s),
             self.say,
         )

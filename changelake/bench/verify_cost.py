@@ -6,11 +6,12 @@ by the changelog's freshness (median over the commits during the load) and the r
 seconds. The figure the issue holds it to: freshness with it on no more than 10% worse.
 
 Then the time a full pass over the bench's tables takes: a run with no load at share 1 (no rest
-between steps) until every table has logged a complete pass; at a share s a pass takes about
-its work seconds / s."""
+between steps) until every table has logged a complete pass. Tables take turns, so the longest
+pass spans every table's steps: at a share s, a pass over every table takes about that long / s."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class CostRun:
     lags: Lags
     streaming: Callable[[], bool]
     caught_up: Callable[[], bool]
+    tables: int  # the bench's tables: the pass phase waits for a pass over each
     wait: Callable[[Callable[[], bool], str, float], None]
     say: Callable[[str], None]
 
@@ -120,16 +122,16 @@ def _one(
         pipeline.stop()
 
 
-def full_pass(run: CostRun, log: Path, tables: int = 4) -> tuple[list[Pass], float]:
-    """A run with no load at share 1 until `tables` tables have each logged a complete pass:
-    each pass, and the run's CPU seconds over them."""
+def full_pass(run: CostRun, log: Path) -> tuple[list[Pass], float]:
+    """A run with no load at share 1 until each of the bench's tables has logged a complete
+    pass: each pass, and the run's CPU seconds over them."""
     pipeline = PipelineProcess(run.env, log, ("--trigger-seconds", "1", "--verify-share", "1"))
     pipeline.start()
     try:
         run.wait(lambda: pipeline.alive() and run.streaming(), "the pipeline to stream", 600)
         with timed(pipeline.pid) as used:
             run.wait(
-                lambda: len(passes_in(log)) >= tables,
+                lambda: len(passes_in(log)) >= run.tables,
                 "a verification pass over every table",
                 PASS_DEADLINE_S,
             )
@@ -146,9 +148,8 @@ def full_pass(run: CostRun, log: Path, tables: int = 4) -> tuple[list[Pass], flo
 
 def passes_in(log: Path) -> list[Pass]:
     """The first complete pass of each table the log records."""
-    text = log.read_text(errors="replace") if log.exists() else ""
     found: dict[str, Pass] = {}
-    for m in filter(None, map(PASSED.search, text.splitlines())):
+    for m in _matches(log, PASSED):
         found.setdefault(
             m["table"],
             Pass(
@@ -163,8 +164,13 @@ def passes_in(log: Path) -> list[Pass]:
 
 def worked_s(log: Path) -> float:
     """Verification's work seconds, from the line a stopping run logs (0: none)."""
+    return sum(float(m["work"]) for m in _matches(log, WORKED))
+
+
+def _matches(log: Path, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """`pattern` searched in each line of a run's log (none: no log)."""
     text = log.read_text(errors="replace") if log.exists() else ""
-    return sum(float(m["work"]) for m in map(WORKED.search, text.splitlines()) if m)
+    return [m for m in map(pattern.search, text.splitlines()) if m]
 
 
 def cost_section(cost: VerifyCost | None) -> list[str]:
@@ -188,8 +194,9 @@ def cost_section(cost: VerifyCost | None) -> list[str]:
 
 def _order(cost: VerifyCost) -> str:
     order = cost.get("order") or [True, False, False, True]  # older results ran these
+    each = sum(order)  # as many on as off
     kinds = ", ".join("on" if on else "off" for on in order)
-    return f"{'twice' if len(order) == 4 else f'{len(order) // 2} times'} each ({kinds})"
+    return f"{'twice' if each == 2 else f'{each} times'} each ({kinds})"
 
 
 def _pass_sentence(cost: VerifyCost) -> list[str]:
@@ -199,9 +206,7 @@ def _pass_sentence(cost: VerifyCost) -> list[str]:
     rows = sum(p["rows"] for p in passes)
     work = sum(p["work_s"] for p in passes)
     longest = max(p["seconds"] for p in passes)
-    # Tables take turns, so the longest pass spans every table's steps (and the smaller tables'
-    # later passes): at a share s, about that long / s.
-    return [
+    return [  # the longest pass spans every table's turns (the module's docstring)
         f"A full pass over each of the bench's {len(passes)} tables ({rows:,} rows), the "
         f"pipeline idle and verification at share 1 (no rest between steps): the longest "
         f"{longest:.0f} s, the first passes' steps working {work:.0f} s, the run's CPU "
