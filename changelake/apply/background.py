@@ -20,6 +20,7 @@ from changelake.capture import connector_status
 from changelake.settings import Settings
 from changelake.tables import TableRef, slot_sources
 from changelake.verify.continuous import ContinuousVerifier
+from changelake.verify.give_way import HEADROOM_S
 from changelake.views.derived import DerivedView, derived_views
 from changelake.views.maintenance import ViewMaintainer
 
@@ -69,7 +70,13 @@ class Background:
             return dict(job.offsets) if job is not None else {}
 
         self.verifier = ContinuousVerifier(
-            spark, settings, options.verify_share, streaming, applied, out
+            spark,
+            settings,
+            options.verify_share,
+            streaming,
+            applied,
+            out,
+            room=lambda: self.compactor.leaves_room(HEADROOM_S),
         )
 
     def start(self) -> None:

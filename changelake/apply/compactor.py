@@ -107,6 +107,7 @@ class Compactor:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="changelake-compactor", daemon=True)
         self.pool: ThreadPoolExecutor | None = None
+        self.running = False  # a round
 
     def register(self, table: Pending) -> None:
         """Keep `table` within the target (a table's new applier, after a restart of its
@@ -193,6 +194,13 @@ class Compactor:
         oldest = min((t for t in times if t is not None), default=None)
         return round_start(oldest, self.target_s, self.round_s)
 
+    def leaves_room(self, seconds: float) -> bool:
+        """Whether no round runs now, nor must start within `seconds`: room for other work."""
+        if self.running:
+            return False
+        start = self.due()
+        return start is None or start - time.monotonic() > seconds
+
     def _loop(self) -> None:
         while not self.stopping.is_set():
             try:
@@ -210,7 +218,11 @@ class Compactor:
         assert self.pool is not None
         started = time.monotonic()
         tables = self.members(started)
-        outcomes = list(self.pool.map(self._one, tables))
+        self.running = True
+        try:
+            outcomes = list(self.pool.map(self._one, tables))
+        finally:
+            self.running = False
         if any(o.sealed is not None and "merge" in o.phases for o in outcomes):
             took = time.monotonic() - started
             # Smoothed: a round's length follows the tables' sizes and the changes it folds,

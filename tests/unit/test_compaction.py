@@ -133,6 +133,11 @@ def test_a_quiet_table_is_sealed_by_the_compactor_once_its_target_is_near(
     table = Quiet(ref, now, sealed)
     compactor.register(table)
     assert compactor.due() == pytest.approx(now + 15.0 - MARGIN_S - FIRST_GUESS_S)
+    # due in 11 s: room for verification's 5-s step, not for 15 s; none while a round runs
+    assert compactor.leaves_room(5.0) and not compactor.leaves_room(15.0)
+    compactor.running = True
+    assert not compactor.leaves_room(0.0)
+    compactor.running = False
     compactor.start()
     try:
         table.since = now - 20.0  # overdue: a round seals and compacts (no base table: fails)
