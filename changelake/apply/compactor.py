@@ -177,11 +177,12 @@ class Compactor:
     def members(self, now: float) -> list[Pending]:
         """The tables a round started now would compact: those with changes pending, and those
         whose failed compaction is due for a retry."""
+        failed = dict(self.failed)  # one look: verification asks from its own thread
         return [
             t
             for name, t in list(self.tables.items())
-            if (name in self.failed and self.failed[name].retry_at <= now)
-            or (name not in self.failed and t.pending_since() is not None)
+            if (name in failed and failed[name].retry_at <= now)
+            or (name not in failed and t.pending_since() is not None)
         ]
 
     def due(self) -> float | None:

@@ -36,7 +36,13 @@ class GiveWay:
         now = self.clock()
         if self.since is None:
             self.since = now
-        if self.room() or now - self.since >= self.most_s:
+        if self._room() or now - self.since >= self.most_s:
             self.since = None
             return True
         return False
+
+    def _room(self) -> bool:
+        try:
+            return self.room()
+        except Exception:  # asked of another thread's state mid-change: no room this time
+            return False

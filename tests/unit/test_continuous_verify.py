@@ -113,3 +113,8 @@ def test_a_step_waits_for_room_between_compaction_rounds_but_not_for_ever() -> N
     assert may_step()  # 300 s without room: runs anyway
     now[0] = 321.0
     assert not may_step()  # and the next one waits again
+
+    def broken() -> bool:
+        raise KeyError("a compaction settled meanwhile")
+
+    assert not GiveWay(broken, clock=lambda: 0.0)()  # no room, and the thread lives on
