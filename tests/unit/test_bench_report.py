@@ -263,8 +263,11 @@ def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
         share=0.1,
         rate=250.0,
         seconds=90.0,
+        warmup_s=30.0,
         on_p50_s=11.0,
         off_p50_s=10.0,
+        run_p50_s=[10.5, 9.0, 10.1, 11.2, None, 12.0],
+        commits=[40, 43],
         ratio=1.1,
         on_cpu_s=140.0,
         off_cpu_s=135.0,
@@ -278,9 +281,17 @@ def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
     assert "each of the bench's 2 tables (1,840,549 rows)" in text
     assert "the longest 330 s, the first passes' steps working 182 s, the run's CPU 250 s" in text
     assert "takes about 55 minutes on an idle machine" in text
-    older = {k: v for k, v in cost.items() if k not in ("passes", "pass_cpu_s", "order")}
+    assert "(250 transactions/s for 120 s)" in text
+    assert (
+        "(+10%; the limit is +10%) over every changelog commit after each run's first 30 s of "
+        "load (40 and 43 commits; each run's own median: with it 10.5 / 11.2 / - s, without "
+        "9.0 / 10.1 / 12.0 s), the run's CPU" in text
+    )
+    newer = ("passes", "pass_cpu_s", "order", "warmup_s", "run_p50_s", "commits")
+    older = {k: v for k, v in cost.items() if k not in newer}
     said = "\n".join(cost_section(older))  # type: ignore[arg-type]
     assert "A full pass" not in said and "twice each (on, off, off, on)" in said
+    assert "(250 transactions/s for 90 s)" in said and "every changelog commit" not in said
     assert "changelog freshness p50 11.0 s with it, 10.0 s without (+10%; the limit" in text
     assert "the run's CPU 140 s against 135 s per run" in text
     assert "No changelog commits" in "\n".join(cost_section({**cost, "ratio": None}))
