@@ -89,7 +89,7 @@ def measure(run: CostRun, rate: float, seconds: float = SECONDS) -> VerifyCost:
         per_run.append(median(lags) if lags else None)
         cpu[on].append(used.cpu_s)
         work += worked_s(log) if on else 0.0
-        shown = f"{median(lags):.1f} s" if lags else "no commits"
+        shown = f"{per_run[-1]:.1f} s" if per_run[-1] is not None else "no commits"
         run.say(
             f"  verification {'on' if on else 'off'} (share {share:g}): changelog freshness p50 "
             f"{shown}, the run's CPU {used.cpu_s:.0f} s over {used.seconds:.0f} s"

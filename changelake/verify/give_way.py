@@ -44,5 +44,7 @@ class GiveWay:
     def _room(self) -> bool:
         try:
             return self.room()
-        except Exception:  # asked of another thread's state mid-change: no room this time
+        # The compactor's state, read from this thread: should reading it fail, no room this
+        # time rather than the end of verification for the run (MOST_S still bounds the wait).
+        except Exception:
             return False
