@@ -86,7 +86,7 @@ def measure(run: CostRun, rate: float, seconds: float = SECONDS) -> VerifyCost:
         log = run.log_dir / f"verify-cost-{number + 1}.log"
         lags, used = _one(run, share, log, rate, seconds)
         freshness[on].extend(lags)
-        per_run.append(median(lags) if lags else None)
+        per_run.append(_median_of(lags))
         cpu[on].append(used.cpu_s)
         work += worked_s(log) if on else 0.0
         shown = f"{per_run[-1]:.1f} s" if per_run[-1] is not None else "no commits"
@@ -95,8 +95,7 @@ def measure(run: CostRun, rate: float, seconds: float = SECONDS) -> VerifyCost:
             f"{shown}, the run's CPU {used.cpu_s:.0f} s over {used.seconds:.0f} s"
         )
     passes, pass_cpu_s = full_pass(run, log=run.log_dir / "verify-pass.log")
-    on_p50 = median(freshness[True]) if freshness[True] else None
-    off_p50 = median(freshness[False]) if freshness[False] else None
+    on_p50, off_p50 = _median_of(freshness[True]), _median_of(freshness[False])
     return VerifyCost(
         share=SHARE,
         rate=rate,
@@ -114,6 +113,10 @@ def measure(run: CostRun, rate: float, seconds: float = SECONDS) -> VerifyCost:
         passes=passes,
         pass_cpu_s=pass_cpu_s,
     )
+
+
+def _median_of(lags: list[float]) -> float | None:
+    return median(lags) if lags else None  # a run with no commit in its window has no median
 
 
 def _one(
