@@ -39,6 +39,7 @@ class Background:
         refs: Callable[[], list[TableRef]],
         out: Callable[[str], None],
         jobs: Mapping[str, TableJob],
+        stalled: Callable[[], Mapping[str, str]] = dict,
     ):
         self.compactor = Compactor(
             spark, settings.lake, settings.run_dir, options.freshness_target_s, out
@@ -54,6 +55,7 @@ class Background:
             self.compactor,
             lambda: connector_status.status(settings),
             lambda: slot_sources(settings, refs()),
+            stalled,
         )
         self.settings = settings
 

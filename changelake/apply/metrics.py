@@ -19,7 +19,7 @@ import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from changelake.apply.pipeline_file import TableState
+from changelake.apply.pipeline_file import TableState, shown_state
 from changelake.apply.run_state import TableJob
 from changelake.capture.slot_status import SLOT_SQL
 from changelake.capture.source import Source
@@ -40,7 +40,8 @@ class Compaction(Protocol):
 
 class RunMetrics(Collector):
     """`connectors`: Connect's report of each connector and its tasks (`connectors status`);
-    `slots`: each replication slot the run's tables are read through, and its database."""
+    `slots`: each replication slot the run's tables are read through, and its database;
+    `stalled`: per table whose connector captures nothing, why (shown as its state)."""
 
     def __init__(
         self,
@@ -48,6 +49,7 @@ class RunMetrics(Collector):
         compaction: Compaction,
         connectors: Callable[[], Mapping[str, Any]],
         slots: Callable[[], Mapping[str, Source]],
+        stalled: Callable[[], Mapping[str, str]] = dict,
     ):
         self.jobs, self.compaction, self.connectors, self.slots = (
             jobs,
@@ -55,6 +57,7 @@ class RunMetrics(Collector):
             connectors,
             slots,
         )
+        self.stalled = stalled
         self.scrape_errors = 0
 
     def collect(self) -> Iterable[Metric]:
@@ -105,9 +108,11 @@ class RunMetrics(Collector):
             labels=table,
         )
         now = time.monotonic()
+        stalled = self.stalled()
         for name, job in sorted(jobs.items()):
+            shown = shown_state(job, stalled.get(name))["state"]
             for each in GAUGED_STATES:
-                state.add_metric([name, each], 1.0 if job.state == each else 0.0)
+                state.add_metric([name, each], 1.0 if shown == each else 0.0)
             batches.add_metric([name], job.batches)
             changes.add_metric([name], job.changes)
             dead.add_metric([name], job.errors)

@@ -30,6 +30,9 @@ class TableState(StrEnum):
     DONE = "done"  # a --once run applied everything there was
     STOPPED = "stopped"  # an error a person must act on
     STOPPED_BY_REQUEST = "stopped by request"  # the run itself was stopped
+    # Shown, never a job's own state: its connector captures nothing (capture/capture_health),
+    # so however well its stream runs, no change reaches it.
+    STALLED = "stalled"
 
 
 # States in which a table applies nothing: stopped until a person acts, or failed and waiting
@@ -51,18 +54,28 @@ def write_state(
     target_s: float,
     views_file: Path,
     ended: bool = False,
+    stalled: Mapping[str, str] | None = None,
 ) -> None:
     """The run's state for `status`; `ended`: the run is over (no pid: a process that ran it
     in-process and lives on is not a running pipeline). `target_s`: its freshness target;
-    `views_file`: the views.json it maintains views from (verify names it when a view lags)."""
+    `views_file`: the views.json it maintains views from (verify names it when a view lags);
+    `stalled`: per table whose connector captures nothing, why."""
     doc = {
         "pid": None if ended else os.getpid(),
         "started": started,
         "freshness_target_s": target_s,
         "views_file": str(views_file.resolve()),  # read by verify, maybe from elsewhere
-        "tables": {n: {"state": str(j.state), "error": j.error} for n, j in jobs.items()},
+        "tables": {n: shown_state(j, (stalled or {}).get(n)) for n, j in jobs.items()},
     }
     jsonfile.write_atomically(path, doc)
+
+
+def shown_state(job: Stated, stall: str | None) -> dict[str, str | None]:
+    """A table's state and error as the file shows them: `stalled`, its capture's reason the
+    error, while its connector captures nothing, unless it stopped or failed on its own."""
+    if stall is not None and job.state not in STOPPED_STATES:
+        return {"state": str(TableState.STALLED), "error": stall}
+    return {"state": str(job.state), "error": job.error}
 
 
 def pipeline_state(settings: Settings) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -28,6 +28,7 @@ from changelake.apply import connector_stream
 from changelake.apply.added_columns import AddedColumns
 from changelake.apply.background import GRACE_S, Background
 from changelake.apply.batch import TableApplier
+from changelake.apply.capture_watch import CaptureWatch
 from changelake.apply.connector_batch import Member
 from changelake.apply.guards import Watch, Watched
 from changelake.apply.key_change_guard import KeyChangeGuard
@@ -37,7 +38,6 @@ from changelake.apply.run_report import batch_line, report_line, summary_line
 from changelake.apply.run_state import Stream, TableJob, add_discovered, all_ended
 from changelake.apply.streaming_failure import cause
 from changelake.apply.table_start import prepare_table, starting_offsets
-from changelake.capture.capture_restarts import CaptureRestarts
 from changelake.capture.seams import SeamRepair
 from changelake.changelog.registry import SchemaRegistry, registry
 from changelake.exceptions import ChangelakeError, RetryableError
@@ -82,9 +82,11 @@ class Pipeline:
         self.watch = Watch(settings.kafka_bootstrap)
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
         self.next_watch = 0.0
-        self.capture = CaptureRestarts(settings.connect_url, out)
+        self.capture = CaptureWatch(settings.connect_url, out, self._refs)
         self.seams = SeamRepair(settings, out, self._dsn)  # `run --once` repairs before it runs
-        self.background = Background(spark, settings, options, self._refs, out, self.jobs)
+        self.background = Background(
+            spark, settings, options, self._refs, out, self.jobs, self.capture.stalled
+        )
 
     # --- one table ---------------------------------------------------------------------------
     def _prepare(self, job: TableJob) -> bool:
@@ -259,6 +261,7 @@ class Pipeline:
             self.options.freshness_target_s,
             views_config_path(self.settings),
             ended,
+            self.capture.stalled(),
         )
 
     def _tick(self, job: TableJob) -> None:
@@ -316,7 +319,8 @@ class Pipeline:
                 for connector in sorted({j.ref.connector for j in self.jobs.values()}):
                     if not self.stopping:
                         self._tick_stream(connector)
-                self.capture.tick(j.ref.connector for j in self.jobs.values())
+                if self.capture.tick():
+                    self._write_state()
                 if self.options.once:
                     self._await_once()
                 else:

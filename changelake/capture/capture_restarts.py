@@ -6,7 +6,9 @@ the task with "Failed to create TypeRegistry … Connection reset", and Kafka Co
 FAILED "until manually restarted". Nothing then reaches Kafka and every derived table silently
 stops moving. `changelake run` watches the connectors of the tables it derives and restarts a
 failed task (Connect's `restart?onlyFailed=true`), waiting longer after each restart that did
-not hold, so a configuration error is retried slowly and stays visible in the log.
+not hold, so a configuration error is retried slowly and stays visible in the log. Each check
+also records whether each connector captures at all (`stalls`, see capture_health): the run shows
+its tables `stalled` meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from changelake import run_log
+from changelake.capture.capture_health import Stall, stall_of
 from changelake.capture.connect_api import ConnectApi, ConnectApiError, quote
 from changelake.capture.failures import root_cause
 from changelake.exceptions import RetryableError
@@ -51,6 +54,7 @@ class CaptureRestarts:
     def __init__(self, connect_url: str, out: Out, clock: Callable[[], float] = time.monotonic):
         self.api, self.out, self.clock = ConnectApi(connect_url, timeout_s=10.0), out, clock
         self.restarts: dict[str, _Restarts] = {}
+        self.stalls: dict[str, Stall] = {}  # connector → why it captures nothing, as last seen
         self.next_check = 0.0
 
     def tick(self, connectors: Iterable[str]) -> None:
@@ -64,13 +68,21 @@ class CaptureRestarts:
             except RetryableError:  # Connect itself away: the tables' own batches say so
                 continue
 
+    def _stalled(self, name: str, stall: Stall | None) -> None:
+        if stall is None:
+            self.stalls.pop(name, None)
+        else:
+            self.stalls[name] = stall
+
     def _check(self, name: str, now: float) -> None:
         try:
             status = self.api.get(f"/connectors/{quote(name)}/status")
         except ConnectApiError as exc:
             if exc.status == 404:  # not registered (yet): `connectors apply` does that
+                self._stalled(name, stall_of(name, None))
                 return
             raise
+        self._stalled(name, stall_of(name, status))
         failed = failed_tasks(status)
         past = self.restarts.setdefault(name, _Restarts())
         if not failed:

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaException
 
 from changelake import exit_codes, kafka_io, tables
-from changelake.apply.pipeline_file import PIPELINE_FILE, STOPPED_STATES, pipeline_state
+from changelake.apply.pipeline_file import (
+    PIPELINE_FILE,
+    STOPPED_STATES,
+    TableState,
+    pipeline_state,
+)
+from changelake.capture.capture_health import Stall, capture_stalls, problem_lines
 from changelake.capture.slot_status import slot_warnings, slots_of
 from changelake.exceptions import ChangelakeError, first_line
 from changelake.lake.commits import CommitMeta
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 NOT_RUNNING = "not running"
+STALLED = str(TableState.STALLED)
 # A running pipeline whose base table is further behind its source than its freshness target
 # plus this needs a person (`status` exits UNHEALTHY): the machine cannot fold changes that fast.
 BEHIND_MARGIN_S = 60.0
@@ -60,13 +67,18 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     client = SearchClient.of(settings, retry_for_s=0)
     checked = verified(settings.run_dir)
     columns = source_columns(settings, refs, problems)
+    connector_of = {r.name: r.connector for r in refs}
+    stalls = capture_stalls(
+        settings.connect_url, settings.kafka_bootstrap, connector_of.values(), problems
+    )
+    problems += problem_lines(stalls, connector_of)
     report_tables = {
         ref.name: {
             **_table_report(spark, settings, ref, marks, columns.get(ref.name)),
             "index": _index_report(client, ref, problems),
             "errors": errors.get(ref.topic, 0),
             "verified": checked.get(ref.name),
-            **states.get(ref.name, absent),
+            **with_capture(states.get(ref.name, absent), stalls.get(ref.connector)),
         }
         for ref in refs
     }
@@ -91,6 +103,16 @@ HEALTHY, UNHEALTHY, NOT_RUNNING_CODE = (
     exit_codes.NEEDS_A_PERSON,
     exit_codes.NOT_RUNNING,
 )
+
+
+def with_capture(state: dict[str, Any], stall: Stall | None) -> dict[str, Any]:
+    """A table's state and error as shown, with its capture: `stalled` (its connector's
+    sentence as the error) while nothing captures it, unless the table stopped or failed on its
+    own (that error is its more pressing one)."""
+    shown = {**state, "capture": "running" if stall is None else STALLED}
+    if stall is not None and state["state"] not in STOPPED_STATES:
+        shown |= {"state": STALLED, "error": stall.sentence}
+    return shown
 
 
 def behind_target(report_tables: dict[str, dict[str, Any]], target_s: float) -> list[str]:
