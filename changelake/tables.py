@@ -42,10 +42,6 @@ class TableRef:
     slot: str
     placeholder: str = DEFAULT_PLACEHOLDER
     soft_delete: bool = False
-    # Its base table marks deleted and updated rows in deletion vectors instead of rewriting
-    # files. Off unless lake.json asks: measured here it made compaction no faster and reads
-    # slower, and delta-rs' to_pyarrow_table refuses such tables (docs/pipeline.md, readers).
-    deletion_vectors: bool = False
     search: IndexSpec | None = None  # what of it is indexed, if anything
     # The connector's database.* settings as written: where its source is, and who reads it
     # (placeholders are resolved when it is reached: source_of).
@@ -89,7 +85,12 @@ def lake_config_path(settings: Settings) -> Path:
 
 # Each a list of table names. `history`: tables that keep a stored history though no view reads
 # them, so a read at one transaction (`query --consistent`) can include them.
-LAKE_OPTIONS = ("soft_delete", "deletion_vectors", "history")
+LAKE_OPTIONS = ("soft_delete", "history")
+# Options that were, and what became of them: a project's old lake.json is told, not refused blind.
+RETIRED_OPTIONS = {
+    "deletion_vectors": "every base table keeps deletion vectors now (merge-on-write,"
+    " docs/readers.md says which readers read them): remove the field",
+}
 
 
 def _lake_options(path: Path, required: bool) -> dict[str, set[str]]:
@@ -99,6 +100,8 @@ def _lake_options(path: Path, required: bool) -> dict[str, set[str]]:
     doc = {} if missing else jsonfile.read(path)
     if not isinstance(doc, dict):
         raise ConfigError(f'{path}: must be an object like {{"soft_delete": ["orders"]}}')
+    for option in sorted(set(doc) & set(RETIRED_OPTIONS)):
+        raise ConfigError(f"{path}: {option}: no longer an option: {RETIRED_OPTIONS[option]}")
     unknown = sorted(set(doc) - set(LAKE_OPTIONS))
     if unknown:
         raise ConfigError(f"{path}: {unknown[0]}: unknown field (known: {', '.join(LAKE_OPTIONS)})")
@@ -210,7 +213,6 @@ def captured(
         replace(
             r,
             soft_delete=r.name in lake["soft_delete"],
-            deletion_vectors=r.name in lake["deletion_vectors"],
             search=search.get(r.name),
         )
         for r in _qualify(refs)
@@ -231,14 +233,8 @@ def captured(
             f"captured tables: {', '.join(sorted(known))} (from connectors/*.json)",
         )
     for ref in refs:
-        if ref.events and (ref.soft_delete or ref.deletion_vectors or ref.name in lake["history"]):
-            option = (
-                "soft_delete"
-                if ref.soft_delete
-                else "deletion_vectors"
-                if ref.deletion_vectors
-                else "history"
-            )
+        if ref.events and (ref.soft_delete or ref.name in lake["history"]):
+            option = "soft_delete" if ref.soft_delete else "history"
             raise ConfigError(
                 f"{lake_config_path(settings)}: {option}: {ref.name} is an append-only event "
                 "table: nothing in it is deleted or updated"

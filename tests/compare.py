@@ -164,5 +164,16 @@ def assert_read_outside_spark(
         assert not problems, f"{reader}, {table}: " + "\n".join(problems[:10])
 
 
+def delta_rs_rows(path: str) -> list[dict[str, Any]]:
+    """A Delta table's rows as deltalake (delta-rs) reads a table with deletion vectors: through
+    its QueryBuilder (its to_pyarrow_table refuses such a table, docs/readers.md)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    found = QueryBuilder().register("t", DeltaTable(path)).execute("SELECT * FROM t")
+    rows: list[dict[str, Any]] = pa.table(found.read_all()).to_pylist()
+    return rows
+
+
 def text_columns(frame: pl.DataFrame) -> set[str]:
     return {name for name, kind in frame.schema.items() if kind == pl.String}

@@ -1,10 +1,11 @@
-"""A table's base Delta table: created by one snapshot append, then changed by one MERGE per
-compaction (the batches append to its changelog, see sinks/changelog.py).
+"""A table's base Delta table: created by one snapshot append, then changed by one merge-on-write
+commit per compaction (the batches append to its changelog, see sinks/changelog.py).
 
 Every commit records, in its userMetadata, the Kafka offsets it covers (the next offset to read
-per partition), the highest LSN and source commit time applied, and the key. A MERGE is made
-idempotent by Delta's transaction identifiers (application id + compacted epoch); the LSN guard
-makes any replayed change a no-op as well.
+per partition), the highest LSN and source commit time applied, and the key. A compaction's
+commit is made idempotent by Delta's transaction identifiers (application id + compacted epoch);
+the LSN guard makes any replayed change a no-op as well. Base tables keep deletion vectors: a
+changed row is marked, not rewritten with its file (sinks/merge_on_write.py).
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from changelake.changelog.decode import LSN, OP, SOURCE_TS
 from changelake.changelog.evolution import Evolution
 from changelake.changelog.plan import Truncate
 from changelake.exceptions import RetryableError
@@ -36,6 +36,7 @@ from changelake.lake.layout import (
     delta_exists,
     q,
 )
+from changelake.sinks.merge_on_write import DV_PROPERTY, Target, write_changes
 
 if TYPE_CHECKING:
     from changelake.tables import TableRef
@@ -83,21 +84,13 @@ def keep_properties(spark: SparkSession, path: str, properties: Mapping[str, str
 
 
 class DeltaSink:
-    def __init__(
-        self,
-        spark: SparkSession,
-        path: str,
-        name: str,
-        soft_delete: bool = False,
-        deletion_vectors: bool = False,
-    ):
+    def __init__(self, spark: SparkSession, path: str, name: str, soft_delete: bool = False):
         self.spark, self.path, self.name, self.soft_delete = spark, path, name, soft_delete
-        self.deletion_vectors = deletion_vectors  # whether create() turns them on
 
     @classmethod
     def of(cls, spark: SparkSession, table: TableRef, lake: str) -> DeltaSink:
         """A captured table's base table in `lake`, with the options lake.json gives it."""
-        return cls(spark, table.path(lake), table.name, table.soft_delete, table.deletion_vectors)
+        return cls(spark, table.path(lake), table.name, table.soft_delete)
 
     def exists(self) -> bool:
         return delta_exists(self.spark, self.path)
@@ -119,7 +112,7 @@ class DeltaSink:
             rows.write.format("delta")
             .mode("append")
             .option("userMetadata", meta.to_json())
-            .option("delta.enableDeletionVectors", str(self.deletion_vectors).lower())
+            .option(DV_PROPERTY, "true")
             .save(self.path)
         )
 
@@ -155,53 +148,12 @@ class DeltaSink:
         meta: CommitMeta,
         app_id: str,
         version: int,
-    ) -> None:
-        """ONE MERGE of the newest change per key, LSN-guarded, as one idempotent commit.
-        `truncate`: one the rows come after, not applied to this table yet."""
-        spark = rows.sparkSession
-        data = [c for c in rows.columns if c not in key and c not in META_COLUMNS]
-        spark.conf.set(_TXN_APP, app_id)
-        spark.conf.set(_TXN_VERSION, str(version))
-        spark.conf.set(_USER_METADATA, meta.to_json())
-        try:
-            self._merge_builder(rows, key, data, truncate).execute()
-        finally:
-            for conf in (_TXN_APP, _TXN_VERSION, _USER_METADATA):
-                spark.conf.unset(conf)
-
-    def _merge_builder(
-        self, rows: DataFrame, key: Sequence[str], data: Sequence[str], truncate: Truncate | None
-    ) -> Any:
-        target = DeltaTable.forPath(rows.sparkSession, self.path)
-        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in key)
-        newer = f"s.{q(LSN)} > t.{q(LSN)}"
-        is_delete = f"s.{q(OP)} = 'd'"
-        meta: dict[str, str | Column] = {c: f"s.{q(c)}" for c in META_COLUMNS}
-        values: dict[str, str | Column] = {**{c: f"s.{q(c)}" for c in (*key, *data)}, **meta}
-        update: dict[str, str | Column] = {c: f"s.{q(c)}" for c in data}
-        update |= meta
-        if self.soft_delete:
-            values |= {DELETED: "false", DELETED_AT: "null"}
-            update |= {DELETED: "false", DELETED_AT: "null"}
-        builder = target.alias("t").merge(rows.alias("s"), on)
-        if self.soft_delete:
-            soft: dict[str, str | Column] = {**meta, DELETED: "true"}
-            soft[DELETED_AT] = f"s.{q(SOURCE_TS)}"
-            builder = builder.whenMatchedUpdate(f"{is_delete} AND {newer}", soft)
-        else:
-            builder = builder.whenMatchedDelete(f"{is_delete} AND {newer}")
-        builder = builder.whenMatchedUpdate(newer, update)
-        builder = builder.whenNotMatchedInsert(f"NOT {is_delete}", values)
-        if truncate is not None:
-            wiped = f"t.{q(LSN)} < {int(truncate.lsn)}"
-            if self.soft_delete:  # stamped with the truncate's time, as readers show it
-                at = F.lit(truncate.source_ts).cast("timestamp")
-                builder = builder.whenNotMatchedBySourceUpdate(
-                    f"{wiped} AND NOT t.{q(DELETED)}", {DELETED: F.lit(True), DELETED_AT: at}
-                )
-            else:
-                builder = builder.whenNotMatchedBySourceDelete(wiped)
-        return builder
+    ) -> bool:
+        """The newest change per key, LSN-guarded, as one idempotent commit written at the cost
+        of the changes (sinks/merge_on_write.py). `truncate`: one the rows come after, not
+        applied to this table yet. False when (`app_id`, `version`) was committed already."""
+        target = Target(self.path, tuple(key), self.soft_delete)
+        return write_changes(target, rows, truncate, meta, app_id, version)
 
 
 class ErrorsSink:

@@ -157,7 +157,6 @@ def pipeline(
         tables: list[str],
         ddl: list[str],
         soft_delete: tuple[str, ...] = (),
-        deletion_vectors: tuple[str, ...] = (),
         search: dict[str, dict[str, str]] | None = None,
         connector: dict[str, str] | None = None,
         views: dict[str, dict[str, str]] | None = None,
@@ -166,7 +165,7 @@ def pipeline(
         made.append(p)
         for statement in ddl:
             p.sql(statement)
-        lake = {"soft_delete": list(soft_delete), "deletion_vectors": list(deletion_vectors)}
+        lake = {"soft_delete": list(soft_delete)}
         (tmp_path / "lake.json").write_text(json.dumps(lake))
         indexes = {t: {"fields": fields} for t, fields in (search or {}).items()}
         (tmp_path / "search.json").write_text(json.dumps({"indexes": indexes}))

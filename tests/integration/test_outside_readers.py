@@ -13,9 +13,8 @@ import duckdb
 import duckdb_extension_delta
 import polars as pl
 import pytest
-from deltalake import DeltaTable
 
-from tests.compare import assert_read_outside_spark, text_columns
+from tests.compare import assert_read_outside_spark, delta_rs_rows, text_columns
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import wait_for
 
@@ -41,7 +40,7 @@ def outside_reads(p: Pipeline, table: str) -> tuple[dict[str, list[dict[str, Any
     readers = {
         "polars": frame.to_dicts(),
         "duckdb": duckdb_rows(path),
-        "delta-rs": DeltaTable(path).to_pyarrow_table().to_pylist(),
+        "delta-rs": delta_rs_rows(path),
         "plain spark": [r.asDict() for r in p.spark.read.format("delta").load(path).collect()],
     }
     return readers, text_columns(frame)

@@ -25,7 +25,7 @@ from changelake.settings import Settings
 from changelake.sinks.history import history_of
 from changelake.views.checks import check_view
 from changelake.views.derived import derived_views
-from tests.compare import assert_read_outside_spark, assert_same, text_columns
+from tests.compare import assert_read_outside_spark, assert_same, delta_rs_rows, text_columns
 from tests.support import changelake, changelake_here
 
 pytestmark = pytest.mark.stack
@@ -45,14 +45,14 @@ def _assert_shop_equal(spark: SparkSession, dsn: str, lake: Path) -> None:
 
 def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
     """After a `--once` run every base table is current on its own, and readers without Spark
-    see it row by row equal to the source: Polars and delta-rs (no deletion vectors unless
-    lake.json asks, so delta-rs' to_pyarrow_table reads them). Both read the changelogs."""
+    see it row by row equal to the source: Polars and delta-rs (its QueryBuilder: the base tables
+    keep deletion vectors, which its to_pyarrow_table refuses). Both read the changelogs."""
     for table, key in KEYS.items():
         path = f"{lake}/shop/public/{table}"
         frame = pl.read_delta(path)
         readers = {
             "polars": frame.to_dicts(),
-            "delta-rs": DeltaTable(path).to_pyarrow_table().to_pylist(),
+            "delta-rs": delta_rs_rows(path),
         }
         json_columns = {"profile"} if table == "customers" else set()
         assert_read_outside_spark(

@@ -45,8 +45,7 @@ def refused(env: dict[str, str], *args: str) -> str:
         ('{"soft_deletes": ["orders"]}', "lake.json: soft_deletes: unknown field"),
         ('{"soft_delete": "orders"}', "lake.json: soft_delete: must be a list of table names"),
         ('{"soft_delete": ["invoices"]}', "lake.json: soft_delete: no captured table invoices"),
-        ('{"deletion_vectors": "orders"}', "lake.json: deletion_vectors: must be a list of"),
-        ('{"deletion_vectors": ["x"]}', "lake.json: deletion_vectors: no captured table x"),
+        ('{"deletion_vectors": []}', "lake.json: deletion_vectors: no longer an option: every"),
         ('{"history": ["x"]}', "lake.json: history: no captured table x"),
     ],
 )
