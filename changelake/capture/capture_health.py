@@ -146,13 +146,6 @@ def _heartbeat_stall(
     return stale_heartbeat(name, int(interval_ms) / 1000, now - max(stamps) / 1000)
 
 
-def stalled_tables(
-    stalls: Mapping[str, Stall], connector_of: Mapping[str, str]
-) -> dict[str, Stall]:
-    """Per table (`connector_of`: table → its connector), the stall of its connector."""
-    return {t: stalls[c] for t, c in connector_of.items() if c in stalls}
-
-
 def problem_lines(stalls: Mapping[str, Stall], connector_of: Mapping[str, str]) -> list[str]:
     """One line per stalled connector, naming the tables that stopped moving."""
     lines = []

@@ -59,13 +59,10 @@ def write_changes(
     meta: CommitMeta,
     app_id: str,
     version: int,
-    phases: dict[str, float] | None = None,
 ) -> bool:
     """Apply `rows` (the newest change per key, complete, LSN-guarded) and `truncate` (one the
     rows come after, not applied yet) in one commit, idempotent by (`app_id`, `version`).
-    False when that version was committed already (a repeat after a crash). `phases`: where
-    the time went, by step."""
-    lap = _Laps(phases)
+    False when that version was committed already (a repeat after a crash)."""
     spark = rows.sparkSession
     jvm = _Jvm(spark)
     txn = jvm.transaction(target.path)
@@ -80,7 +77,6 @@ def write_changes(
     held: list[DataFrame] = [rows.persist()]
     try:
         gone, stale = _located(table, held[0], target.key)
-        lap("locate")
         new = _new_versions(table, held[0], stale, target)
         if truncate is not None:
             wiped = _with_position(table).where(F.col(LSN) < F.lit(int(truncate.lsn))).persist()
@@ -89,32 +85,15 @@ def write_changes(
                 gone[row[_FILE]].add(int(row[_ROW]))
             if target.soft_delete:
                 new = new.unionByName(_soft_truncated(wiped, held[0], truncate, target))
-            lap("truncate")
         actions = jvm.deletion_vectors(txn, {f: sorted(p) for f, p in gone.items()})
-        lap("deletion vectors")
         written = txn.writeFiles(_shaped(new, table.schema)._jdf)
-        lap("write")
     finally:
         for frame in held:
             frame.unpersist()
     actions.addAll(jvm.as_list(written))
     txn.updateSetTransaction(app_id, version, jvm.some(int(time.time() * 1000)))
     txn.commit(jvm.as_seq(actions), jvm.write_operation(meta.to_json()))
-    lap("commit")
     return True
-
-
-class _Laps:
-    """Time per step, added into `phases` (when given)."""
-
-    def __init__(self, phases: dict[str, float] | None):
-        self.phases, self.clock = phases, time.monotonic()
-
-    def __call__(self, step: str) -> None:
-        now = time.monotonic()
-        if self.phases is not None:
-            self.phases[step] = self.phases.get(step, 0.0) + now - self.clock
-        self.clock = now
 
 
 def _deletion_vectors_on(txn: Any) -> bool:

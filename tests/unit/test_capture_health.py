@@ -9,6 +9,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from changelake.apply.capture_watch import CaptureWatch
 from changelake.apply.metrics import RunMetrics
 from changelake.apply.pipeline_file import TableState, write_state
 from changelake.apply.run_state import TableJob
@@ -18,7 +19,6 @@ from changelake.capture.capture_health import (
     stale_heartbeat,
     stall_of,
 )
-from changelake.capture.capture_restarts import CaptureRestarts
 from changelake.capture.connect_api import ConnectApiError
 from changelake.read.status import UNHEALTHY, exit_code, with_capture
 from changelake.tables import TableRef
@@ -144,16 +144,25 @@ class _Connect:
 def test_the_run_notes_when_capture_stalls_and_when_it_runs_again() -> None:
     said: list[str] = []
     clock = iter(range(0, 1000, 10))
-    watcher = CaptureRestarts("http://connect", said.append, clock=lambda: float(next(clock)))
-    watcher.api = _Connect(  # type: ignore[assignment]
+    refs = [TableRef("public", t, f"shop.public.{t}", "shop", "slot") for t in ("orders", "lines")]
+    watch = CaptureWatch("http://connect", said.append, lambda: refs)
+    watch.restarts.clock = lambda: float(next(clock))
+    watch.restarts.api = _Connect(  # type: ignore[assignment]
+        _status("RUNNING", ("FAILED", GONE)),
         _status("RUNNING", ("FAILED", GONE)),
         ConnectApiError(404, "no such connector"),
         _status("RUNNING", ("RUNNING", None)),
+        _status("RUNNING", ("RUNNING", None)),
     )
-    watcher.tick(["shop"])
-    assert "no longer" not in watcher.stalls["shop"].sentence  # explained, not the trace
-    assert "gone from Postgres" in watcher.stalls["shop"].sentence
-    watcher.tick(["shop"])
-    assert "not registered" in watcher.stalls["shop"].sentence
-    watcher.tick(["shop"])
-    assert watcher.stalls == {}
+    assert watch.tick()  # stalled: explained, not the trace
+    assert "gone from Postgres" in watch.stalled()["orders"]
+    assert watch.stalled().keys() == {"orders", "lines"}
+    assert not watch.tick()  # the same stall: said once
+    stalled = [line for line in said if "capture stalled" in line]
+    assert len(stalled) == 1 and "tables lines, orders STALLED" in stalled[0]
+    assert watch.tick()  # another cause: said again
+    assert "not registered" in watch.stalled()["orders"]
+    assert watch.tick() and watch.stalled() == {}
+    assert not watch.tick()
+    again = [line for line in said if "capture running again" in line]
+    assert again == ["capture running again: connector shop feeds lines, orders"]
