@@ -17,6 +17,7 @@ from changelake.apply.pipeline_file import TableState
 from changelake.apply.run_options import RunOptions
 from changelake.apply.run_state import TableJob
 from changelake.capture import connector_status
+from changelake.capture.capture_health import Stall
 from changelake.settings import Settings
 from changelake.tables import TableRef, slot_sources
 from changelake.verify.continuous import ContinuousVerifier
@@ -39,7 +40,7 @@ class Background:
         refs: Callable[[], list[TableRef]],
         out: Callable[[str], None],
         jobs: Mapping[str, TableJob],
-        stalled: Callable[[], Mapping[str, str]] = dict,
+        stalled: Callable[[], Mapping[str, Stall]] = dict,
     ):
         self.compactor = Compactor(
             spark, settings.lake, settings.run_dir, options.freshness_target_s, out

@@ -1,29 +1,51 @@
 """The run's watch on capture: failed Debezium tasks restarted (capture_restarts), and each table
-whose connector captures nothing shown `stalled`, said once when it starts and once when it
+whose connector captures nothing (the connector is not running, or its replication slot cannot
+give it what it missed: slot_trouble) shown `stalled`, said once when it starts and once when it
 ends, so that a run never looks healthy while nothing reaches its tables."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from changelake import run_log
+from changelake.apply.run_state import TableJob
+from changelake.capture.capture_health import Stall
 from changelake.capture.capture_restarts import CaptureRestarts
+from changelake.capture.slot_trouble import slot_troubles
+from changelake.settings import Settings
 from changelake.tables import TableRef
 
 Out = Callable[[str], None]
+SLOTS_EVERY_S = 15.0  # a look at each slot's source and Connect's stored offsets
 
 
 class CaptureWatch:
-    def __init__(self, connect_url: str, out: Out, refs: Callable[[], Iterable[TableRef]]):
-        self.restarts, self.out, self.refs = CaptureRestarts(connect_url, out), out, refs
+    def __init__(
+        self,
+        settings: Settings,
+        out: Out,
+        jobs: Mapping[str, TableJob],
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        """`jobs`: the run's tables (more join as they are found), with the highest source LSN
+        each applied: a source behind that was restored."""
+        self.restarts, self.out, self.jobs = CaptureRestarts(settings.connect_url, out), out, jobs
+        self.settings, self.clock = settings, clock
+        self.slots: dict[str, Stall] = {}
+        self.next_slots = 0.0
 
     def tick(self) -> bool:
         """Look at the tables' connectors when due; True when one stopped or started capturing
         since the last look (the run's state file is then out of date)."""
-        listed = list(self.refs())
-        before = dict(self.restarts.stalls)
+        listed = self._refs()
+        before = self._stalls()
         self.restarts.tick(r.connector for r in listed)
-        now = self.restarts.stalls
+        if self.clock() >= self.next_slots:
+            self.next_slots = self.clock() + SLOTS_EVERY_S
+            applied = {j.ref.name: j.applied_lsn or None for j in list(self.jobs.values())}
+            self.slots = slot_troubles(self.settings, listed, applied)
+        now = self._stalls()
         changed = [c for c in sorted(set(before) | set(now)) if before.get(c) != now.get(c)]
         for name in changed:
             tables = ", ".join(sorted(r.name for r in listed if r.connector == name))
@@ -33,7 +55,15 @@ class CaptureWatch:
                 self.out(run_log.error(f"capture stalled: {stall}; tables {tables} STALLED"))
         return bool(changed)
 
-    def stalled(self) -> Mapping[str, str]:
+    def _stalls(self) -> dict[str, Stall]:
+        """Per connector that captures nothing, why: its slot's trouble first, the root cause of
+        the failure Connect shows for it ("no longer available on the server")."""
+        return dict(self.restarts.stalls) | self.slots
+
+    def stalled(self) -> Mapping[str, Stall]:
         """Per table whose connector captures nothing, why (as the last look saw it)."""
-        stalls = dict(self.restarts.stalls)  # the metrics endpoint's thread reads this too
-        return {r.name: stalls[r.connector].sentence for r in self.refs() if r.connector in stalls}
+        stalls = self._stalls()  # the metrics endpoint's thread reads this too
+        return {r.name: stalls[r.connector] for r in self._refs() if r.connector in stalls}
+
+    def _refs(self) -> list[TableRef]:
+        return [j.ref for j in list(self.jobs.values())]

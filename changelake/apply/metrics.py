@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from changelake.apply.pipeline_file import TableState, shown_state
 from changelake.apply.run_state import TableJob
+from changelake.capture.capture_health import Stall
 from changelake.capture.slot_status import SLOT_SQL
 from changelake.capture.source import Source
 
@@ -41,7 +42,8 @@ class Compaction(Protocol):
 class RunMetrics(Collector):
     """`connectors`: Connect's report of each connector and its tasks (`connectors status`);
     `slots`: each replication slot the run's tables are read through, and its database;
-    `stalled`: per table whose connector captures nothing, why (shown as its state)."""
+    `stalled`: per table whose connector captures nothing, why (shown as its state, and per
+    connector with its cause)."""
 
     def __init__(
         self,
@@ -49,7 +51,7 @@ class RunMetrics(Collector):
         compaction: Compaction,
         connectors: Callable[[], Mapping[str, Any]],
         slots: Callable[[], Mapping[str, Source]],
-        stalled: Callable[[], Mapping[str, str]] = dict,
+        stalled: Callable[[], Mapping[str, Stall]] = dict,
     ):
         self.jobs, self.compaction, self.connectors, self.slots = (
             jobs,
@@ -73,6 +75,7 @@ class RunMetrics(Collector):
         failing.add_metric([], len(self.compaction.failed))
         yield failing
         yield from self._connectors()
+        yield self._stalls()
         yield from self._slots()
         errors = CounterMetricFamily(
             "changelake_metrics_scrape_errors", "Services a scrape could not reach"
@@ -142,6 +145,18 @@ class RunMetrics(Collector):
             for task in item["tasks"]:
                 tasks.add_metric([name, str(task["id"]), str(task["state"])], 1.0)
         yield tasks
+
+    def _stalls(self) -> Metric:
+        stalled = GaugeMetricFamily(
+            "changelake_capture_stalled",
+            "1 per connector that captures nothing, with why: connector (not running),"
+            " heartbeat, slot_missing, slot_invalidated, slot_recreated, failover,"
+            " source_replaced, source_behind_lake",
+            labels=["connector", "cause"],
+        )
+        for stall in {s.connector: s for s in self.stalled().values()}.values():
+            stalled.add_metric([stall.connector, stall.cause], 1.0)
+        return stalled
 
     def _slots(self) -> Iterable[Metric]:
         lag = GaugeMetricFamily(

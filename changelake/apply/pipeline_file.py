@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from changelake import jsonfile
 from changelake.apply.run_options import DEFAULTS
+from changelake.capture.capture_health import Stall
 from changelake.settings import Settings
 
 PIPELINE_FILE = "pipeline.json"
@@ -54,7 +55,7 @@ def write_state(
     target_s: float,
     views_file: Path,
     ended: bool = False,
-    stalled: Mapping[str, str] | None = None,
+    stalled: Mapping[str, Stall] | None = None,
 ) -> None:
     """The run's state for `status`; `ended`: the run is over (no pid: a process that ran it
     in-process and lives on is not a running pipeline). `target_s`: its freshness target;
@@ -70,11 +71,11 @@ def write_state(
     jsonfile.write_atomically(path, doc)
 
 
-def shown_state(job: Stated, stall: str | None) -> dict[str, str | None]:
+def shown_state(job: Stated, stall: Stall | None) -> dict[str, str | None]:
     """A table's state and error as the file shows them: `stalled`, its capture's reason the
     error, while its connector captures nothing, unless it stopped or failed on its own."""
     if stall is not None and job.state not in STOPPED_STATES:
-        return {"state": str(TableState.STALLED), "error": stall}
+        return {"state": str(TableState.STALLED), "error": stall.sentence}
     return {"state": str(job.state), "error": job.error}
 
 

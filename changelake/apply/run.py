@@ -82,7 +82,7 @@ class Pipeline:
         self.watch = Watch(settings.kafka_bootstrap)
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
         self.next_watch = 0.0
-        self.capture = CaptureWatch(settings.connect_url, out, self._refs)
+        self.capture = CaptureWatch(settings, out, self.jobs)
         self.seams = SeamRepair(settings, out, self._dsn)  # `run --once` repairs before it runs
         self.background = Background(
             spark, settings, options, self._refs, out, self.jobs, self.capture.stalled

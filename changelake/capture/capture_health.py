@@ -37,6 +37,7 @@ class Stall:
     connector: str
     sentence: str
     next_step: str
+    cause: str = "connector"  # a word for /metrics: connector, heartbeat, or slot_trouble's
 
     def __str__(self) -> str:
         return f"{self.sentence}: {self.next_step}"
@@ -91,6 +92,7 @@ def stale_heartbeat(name: str, interval_s: float, age_s: float | None) -> Stall 
         f" one every {interval_s:g}s while it streams), so its tables are stale",
         "`changelake connectors status` and Connect's log say where its task stands; restarting"
         f" it (POST /connectors/{name}/restart?includeTasks=true) starts capture again",
+        "heartbeat",
     )
 
 

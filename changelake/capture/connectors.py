@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from changelake.capture import source_checks, topic_groups
+from changelake.capture import source_checks, source_identity, topic_groups
 from changelake.capture.capture_restarts import failed_tasks, restart_failed
 from changelake.capture.connect_api import ConnectApi, ConnectApiError, quote
 from changelake.capture.failures import explain
@@ -244,6 +244,7 @@ def apply(
     for cf in connectors:
         wait_running(api, cf.name, timeout_s, progress, restarted.get(cf.name, ""))
         reconcile_topics(settings, cf, progress)
+        source_identity.bind(settings, cf.name, cf.config, changes[cf.name] != "unchanged")
     return changes
 
 

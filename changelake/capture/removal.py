@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from changelake import pg
+from changelake.capture import source_identity
 from changelake.capture.connect_api import ConnectApi, quote
 from changelake.capture.connectors import Progress, connector_state
 from changelake.capture.source import Source, source_of
@@ -32,6 +33,7 @@ def delete(
     source = source_of(settings, config) if drop_slot and config.get("slot.name") else None
     forget_offsets(api, name, timeout_s)
     api.delete(f"/connectors/{quote(name)}")
+    source_identity.remember(settings.run_dir, name, None)
     progress(f"  {name:<20} deleted, with the source offsets Connect stored for it")
     slot = config.get("slot.name")
     if not slot:

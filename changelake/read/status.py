@@ -5,7 +5,9 @@ metadata, so it is exactly what the table holds), how far its changelog and its 
 readers outside changelake see) are behind the source, in seconds and changes, dead letters and
 the pipeline's state; for an indexed table, its index's applied LSN and document count beside
 the table's. Per replication slot: the WAL Postgres keeps for Debezium, and a problem entry once
-that passes `Settings.slot_lag_warn_bytes`.
+that passes `Settings.slot_lag_warn_bytes`. A table whose connector captures nothing (not running,
+or its slot dropped, invalidated, made again, or its source restored: capture_health,
+slot_trouble) shows `stalled` with the cause.
 
 A service that does not answer becomes an entry in `problems` and `None` in the fields it feeds:
 status is what people run when something is wrong, so it must not fail with it.
@@ -27,6 +29,7 @@ from changelake.apply.pipeline_file import (
 )
 from changelake.capture.capture_health import Stall, capture_stalls, problem_lines
 from changelake.capture.slot_status import slot_warnings, slots_of
+from changelake.capture.slot_trouble import slot_troubles
 from changelake.exceptions import ChangelakeError, first_line
 from changelake.lake.commits import CommitMeta
 from changelake.lake.errors import errors_path
@@ -67,14 +70,16 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     client = SearchClient.of(settings, retry_for_s=0)
     checked = verified(settings.run_dir)
     columns = source_columns(settings, refs, problems)
+    lake = {r.name: _table_report(spark, settings, r, marks, columns.get(r.name)) for r in refs}
     connector_of = {r.name: r.connector for r in refs}
     stalls = capture_stalls(
         settings.connect_url, settings.kafka_bootstrap, connector_of.values(), problems
-    )
+    )  # a slot's trouble is the root cause of its connector's failure: it names it instead
+    stalls |= slot_troubles(settings, refs, {n: t["applied_lsn"] for n, t in lake.items()})
     problems += problem_lines(stalls, connector_of)
     report_tables = {
         ref.name: {
-            **_table_report(spark, settings, ref, marks, columns.get(ref.name)),
+            **lake[ref.name],
             "index": _index_report(client, ref, problems),
             "errors": errors.get(ref.topic, 0),
             "verified": checked.get(ref.name),

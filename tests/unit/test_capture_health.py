@@ -6,21 +6,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from changelake.apply import capture_watch
 from changelake.apply.capture_watch import CaptureWatch
 from changelake.apply.metrics import RunMetrics
 from changelake.apply.pipeline_file import TableState, write_state
 from changelake.apply.run_state import TableJob
 from changelake.capture.capture_health import (
     STALE_MIN_S,
+    Stall,
     problem_lines,
     stale_heartbeat,
     stall_of,
 )
 from changelake.capture.connect_api import ConnectApiError
 from changelake.read.status import UNHEALTHY, exit_code, with_capture
+from changelake.settings import Settings
 from changelake.tables import TableRef
 
 GONE = (
@@ -110,7 +114,8 @@ def test_the_run_s_state_file_and_metrics_show_stalled_tables(tmp_path: Path) ->
     jobs = {"orders": _job("orders", TableState.RUNNING)}
     jobs["lines"] = _job("lines", TableState.STOPPED)
     jobs["lines"].error = "its own"
-    stalled = {"orders": "capture gone", "lines": "capture gone"}
+    gone = Stall("shop", "capture gone", "apply it", "slot_missing")
+    stalled = {"orders": gone, "lines": gone}
     path = tmp_path / "pipeline.json"
     write_state(path, "now", jobs, 30.0, tmp_path / "views.json", stalled=stalled)
     shown = json.loads(path.read_text())["tables"]
@@ -123,6 +128,7 @@ def test_the_run_s_state_file_and_metrics_show_stalled_tables(tmp_path: Path) ->
     text = generate_latest(registry).decode()
     assert 'changelake_table_state{state="stalled",table="orders"} 1.0' in text
     assert 'changelake_table_state{state="running",table="orders"} 0.0' in text
+    assert 'changelake_capture_stalled{cause="slot_missing",connector="shop"} 1.0' in text
 
 
 class _Connect:
@@ -141,11 +147,14 @@ class _Connect:
         return None
 
 
-def test_the_run_notes_when_capture_stalls_and_when_it_runs_again() -> None:
+def test_the_run_notes_when_capture_stalls_and_when_it_runs_again(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     said: list[str] = []
     clock = iter(range(0, 1000, 10))
-    refs = [TableRef("public", t, f"shop.public.{t}", "shop", "slot") for t in ("orders", "lines")]
-    watch = CaptureWatch("http://connect", said.append, lambda: refs)
+    jobs = {t: _job(t, TableState.RUNNING) for t in ("orders", "lines")}
+    monkeypatch.setattr(capture_watch, "slot_troubles", lambda *_: {})  # slot_trouble's tests
+    watch = CaptureWatch(settings, said.append, jobs)
     watch.restarts.clock = lambda: float(next(clock))
     watch.restarts.api = _Connect(  # type: ignore[assignment]
         _status("RUNNING", ("FAILED", GONE)),
@@ -155,13 +164,13 @@ def test_the_run_notes_when_capture_stalls_and_when_it_runs_again() -> None:
         _status("RUNNING", ("RUNNING", None)),
     )
     assert watch.tick()  # stalled: explained, not the trace
-    assert "gone from Postgres" in watch.stalled()["orders"]
+    assert "gone from Postgres" in watch.stalled()["orders"].sentence
     assert watch.stalled().keys() == {"orders", "lines"}
     assert not watch.tick()  # the same stall: said once
     stalled = [line for line in said if "capture stalled" in line]
     assert len(stalled) == 1 and "tables lines, orders STALLED" in stalled[0]
     assert watch.tick()  # another cause: said again
-    assert "not registered" in watch.stalled()["orders"]
+    assert "not registered" in watch.stalled()["orders"].sentence
     assert watch.tick() and watch.stalled() == {}
     assert not watch.tick()
     again = [line for line in said if "capture running again" in line]

@@ -1,0 +1,193 @@
+"""Slot trouble: why a connector's replication slot cannot give it the changes it has not read,
+named in one sentence with what to do, before anyone has to read Debezium's trace.
+
+What production does to a slot: drops it (by hand, or with its connector); invalidates it once
+it holds more WAL than `max_slot_wal_keep_size` (`wal_status = 'lost'`); leaves it behind on the
+old primary in a failover (before PostgreSQL 17 logical slots are not kept on standbys); and a
+restore gives back a database whose WAL is behind what the lake applied, or another database
+altogether. A slot re-created after a drop starts at the WAL of that moment, after the offset
+Connect stored: the changes between were never decoded. Each is a `Stall` (capture_health) of the
+tables the connector feeds, so `status`, the run and `/metrics` show it the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from changelake.capture.capture_health import Stall
+from changelake.capture.connect_api import ConnectApi, quote
+from changelake.capture.source_identity import IDENTITY_SQL, Identity, remembered
+from changelake.exceptions import ChangelakeError
+from changelake.pg import pg_lsn
+from changelake.settings import Settings
+from changelake.tables import TableRef, slot_tables, source_of_table
+
+# The slot as Postgres has it (no row: no such slot), and where the server's WAL is now. Read
+# through to_jsonb so that columns newer servers add (invalidation_reason, 17) read as NULL on
+# older ones instead of failing the query.
+LOOK_SQL = (
+    "SELECT s IS NOT NULL, pg_wal_lsn_diff((s->>'confirmed_flush_lsn')::pg_lsn, '0/0')::bigint,"
+    " s->>'wal_status', s->>'invalidation_reason',"
+    " pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
+    " ELSE pg_current_wal_lsn() END, '0/0')::bigint"
+    " FROM (SELECT (SELECT to_jsonb(r) FROM pg_replication_slots r WHERE slot_name = %s) AS s) q"
+)
+RESYNC = (
+    "`changelake connectors delete {connector} --drop-slot`, then `changelake connectors"
+    " apply`: capture starts again with a snapshot of every table; rows deleted meanwhile stay"
+    ' in the lake (docs/troubleshooting.md, "A replication slot lost")'
+)
+REBUILD = (
+    "stop `changelake run` before it mixes the two databases' changes; the lake must be built"
+    ' again from this one (docs/troubleshooting.md, "A source restored from a backup")'
+)
+
+
+@dataclass(frozen=True)
+class SlotLook:
+    """One read of a slot's source: the slot (exists False: there is none), and the server."""
+
+    slot: str
+    where: str  # host:port/db, for the sentence
+    exists: bool
+    confirmed_lsn: int | None
+    wal_status: str | None
+    invalidation_reason: str | None
+    current_lsn: int
+    identity: Identity
+
+
+def look_at(conn: psycopg.Connection[Any], slot: str, where: str) -> SlotLook:
+    row = conn.execute(LOOK_SQL, (slot,)).fetchone()
+    ident = conn.execute(IDENTITY_SQL).fetchone()
+    assert row is not None and ident is not None  # a SELECT of one row
+    exists, confirmed, wal_status, reason, current = row
+    identity = Identity(str(ident[0]), int(ident[1]))
+    return SlotLook(slot, where, bool(exists), confirmed, wal_status, reason, current, identity)
+
+
+def trouble_of(
+    connector: str,
+    look: SlotLook,
+    offset_lsn: int | None,
+    lake_lsn: int | None,
+    known: Identity | None,
+) -> Stall | None:
+    """Why the slot cannot serve `connector` (None: it can, as far as one look tells).
+
+    `offset_lsn`: where Connect stored that the connector stopped (None: unknown, or it never
+    streamed); `lake_lsn`: the highest LSN the lake applied from this source; `known`: the
+    database `connectors apply` bound the connector to (None: not recorded)."""
+    slot, where, now = look.slot, look.where, look.identity
+    if known is not None and now.system_identifier != known.system_identifier:
+        return Stall(
+            connector,
+            f"{where} is not the database {connector} was applied to (system identifier"
+            f" {now.system_identifier}, was {known.system_identifier}): a new server or a dump"
+            " restored into one, so the lake holds rows and changes this database may not have",
+            REBUILD,
+            "source_replaced",
+        )
+    if lake_lsn is not None and look.current_lsn < lake_lsn:
+        return Stall(
+            connector,
+            f"{where} is at WAL {pg_lsn(look.current_lsn)}, behind {pg_lsn(lake_lsn)} which the"
+            " lake already applied: the database was restored to an earlier point (or a standby"
+            " that lagged took over), so the lake holds changes it no longer has",
+            REBUILD,
+            "source_behind_lake",
+        )
+    resync = RESYNC.format(connector=connector)
+    if not look.exists:
+        if offset_lsn is None and lake_lsn is None:
+            return None  # the connector has not created it yet
+        since = f" since {pg_lsn(offset_lsn)}" if offset_lsn is not None else ""
+        if known is not None and now.timeline != known.timeline:
+            return Stall(
+                connector,
+                f"replication slot {slot} is gone: {where} moved to timeline {now.timeline}"
+                f" (it was on {known.timeline} when {connector} was applied), a standby took over"
+                " and, before PostgreSQL 17, logical slots stay behind on the old primary; the"
+                f" changes{since} were not captured",
+                resync,
+                "failover",
+            )
+        return Stall(
+            connector,
+            f"replication slot {slot} is gone from {where} (dropped), so the changes{since}"
+            " cannot be captured",
+            resync,
+            "slot_missing",
+        )
+    if look.wal_status == "lost" or look.invalidation_reason:
+        why = look.invalidation_reason or "wal_status lost"
+        return Stall(
+            connector,
+            f"replication slot {slot} on {where} was invalidated ({why}): Postgres removed WAL"
+            " it held, once it held more than max_slot_wal_keep_size, so the changes in that WAL"
+            " cannot be captured",
+            resync,
+            "slot_invalidated",
+        )
+    confirmed = look.confirmed_lsn
+    if offset_lsn is not None and confirmed is not None and confirmed > offset_lsn:
+        return Stall(
+            connector,
+            f"replication slot {slot} on {where} starts at {pg_lsn(confirmed)}, after"
+            f" {pg_lsn(offset_lsn)} where {connector} stopped: it was dropped and created again,"
+            " so the changes between were never captured",
+            resync,
+            "slot_recreated",
+        )
+    return None
+
+
+def stored_lsn(offsets: Any) -> int | None:
+    """The furthest LSN in the body of Connect's GET /connectors/NAME/offsets (None: none).
+    Debezium flushes the slot to at most these, so a slot past all of them was made anew."""
+    found = [
+        int(value)
+        for entry in (offsets or {}).get("offsets") or []
+        for key, value in (entry.get("offset") or {}).items()
+        if key in ("lsn", "lsn_proc", "lsn_commit") and value is not None
+    ]
+    return max(found, default=None)
+
+
+def slot_troubles(
+    settings: Settings,
+    refs: list[TableRef],
+    lake_lsns: Mapping[str, int | None],
+) -> dict[str, Stall]:
+    """Per connector whose slot is in trouble, why. `lake_lsns`: per table, the highest LSN
+    applied. A source or Connect that does not answer is no trouble found: this look must not
+    invent one (`status` has its own problem line for each service that does not answer)."""
+    known = remembered(settings.run_dir)
+    api = ConnectApi(settings.connect_url, timeout_s=10.0)
+    found = {}
+    for slot, ref in slot_tables(refs).items():
+        fed = [r for r in refs if r.slot == slot]
+        applied = [v for r in fed if (v := lake_lsns.get(r.name)) is not None]
+        try:
+            source = source_of_table(settings, ref)
+            with psycopg.connect(source.dsn(), connect_timeout=3, autocommit=True) as conn:
+                # The slot before the offset: Debezium stores an offset before it flushes the
+                # slot to it, so read in this order a healthy slot is never past its offset.
+                look = look_at(conn, slot, source.where())
+            offsets = api.get(f"/connectors/{quote(ref.connector)}/offsets")
+        except (psycopg.Error, ChangelakeError):  # a ConfigError too: a password not set here
+            continue
+        trouble = trouble_of(
+            ref.connector,
+            look,
+            stored_lsn(offsets),
+            max(applied, default=None),
+            known.get(ref.connector),
+        )
+        if trouble is not None:
+            found[ref.connector] = trouble
+    return found
