@@ -18,8 +18,8 @@ from pyspark.sql import types as T
 
 from changelake.changelog.decode import OFFSET, PARTITION
 from changelake.lake.commits import CommitMeta
-from changelake.lake.layout import EPOCH, META_COLUMNS, data_schema, delta_exists, q
-from changelake.sinks.delta import APPENDED_OFTEN, keep_properties
+from changelake.lake.layout import APPENDED_OFTEN, EPOCH, META_COLUMNS, data_schema, delta_exists, q
+from changelake.sinks.delta import keep_properties
 
 KEEP_DROPPED_HOURS = 1  # a dropped epoch's files stay on disk this long (then VACUUM)
 

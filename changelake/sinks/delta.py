@@ -36,7 +36,7 @@ from changelake.lake.layout import (
     delta_exists,
     q,
 )
-from changelake.sinks.merge_on_write import DV_PROPERTY, Target, write_changes
+from changelake.sinks.merge_on_write import BASE_PROPERTIES, Target, write_changes
 
 if TYPE_CHECKING:
     from changelake.tables import TableRef
@@ -58,13 +58,6 @@ def evolve(spark: SparkSession, path: str, evolution: Evolution) -> None:
     for f in evolution.widen:
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
         spark.sql(f"ALTER TABLE {table} ALTER COLUMN {q(f.name)} TYPE {f.dataType.simpleString()}")
-
-
-# Table properties of the tables appended every round (changelogs, stored histories). Delta
-# writes a checkpoint (the table's whole state, as Parquet) inside every tenth commit by default:
-# that stalled one round in three or four by 2-5 s. A reader replays at most this many small
-# commit files after the newest checkpoint.
-APPENDED_OFTEN = {"delta.checkpointInterval": "100"}
 
 
 def keep_properties(spark: SparkSession, path: str, properties: Mapping[str, str]) -> None:
@@ -112,7 +105,7 @@ class DeltaSink:
             rows.write.format("delta")
             .mode("append")
             .option("userMetadata", meta.to_json())
-            .option(DV_PROPERTY, "true")
+            .options(**BASE_PROPERTIES)
             .save(self.path)
         )
 

@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from changelake.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, TX
-from changelake.lake.layout import DELETED, DELETED_AT, data_schema, delta_exists
-from changelake.sinks.delta import APPENDED_OFTEN, keep_properties
+from changelake.lake.layout import APPENDED_OFTEN, DELETED, DELETED_AT, data_schema, delta_exists
+from changelake.sinks.delta import keep_properties
 
 HISTORIES = "_history"
 

@@ -32,7 +32,7 @@ from pyspark.sql import types as T
 from changelake.changelog.decode import LSN, OP, SOURCE_TS
 from changelake.changelog.plan import Truncate
 from changelake.lake.commits import CommitMeta
-from changelake.lake.layout import DELETED, DELETED_AT, SOFT_COLUMNS, q
+from changelake.lake.layout import APPENDED_OFTEN, DELETED, DELETED_AT, SOFT_COLUMNS, q
 
 # Columns of the located rows (named so that no table column can clash).
 _FILE, _ROW, _OLD_LSN, _NEW_LSN = "__cl_file", "__cl_row", "__cl_old_lsn", "__cl_new_lsn"
@@ -40,6 +40,7 @@ _FILE, _ROW, _OLD_LSN, _NEW_LSN = "__cl_file", "__cl_row", "__cl_old_lsn", "__cl
 # so a round of inserts at the end and updates of recent rows reads the few files holding them.
 MOST_RANGES = 32
 DV_PROPERTY = "delta.enableDeletionVectors"
+BASE_PROPERTIES = {DV_PROPERTY: "true", **APPENDED_OFTEN}
 _STORAGE = "org.apache.spark.sql.delta.storage.dv"
 
 
@@ -68,10 +69,9 @@ def write_changes(
     txn = jvm.transaction(target.path)
     if txn.txnVersion(app_id) >= version:
         return False
-    if not _deletion_vectors_on(txn):  # a table made before they were the rule
-        spark.sql(
-            f"ALTER TABLE delta.{q(target.path)} SET TBLPROPERTIES ('{DV_PROPERTY}' = 'true')"
-        )
+    if lacking := _lacking_properties(txn):  # a table made before they were the rule
+        listed = ", ".join(f"'{k}' = '{v}'" for k, v in lacking.items())
+        spark.sql(f"ALTER TABLE delta.{q(target.path)} SET TBLPROPERTIES ({listed})")
         txn = jvm.transaction(target.path)
     table = spark.read.format("delta").option("versionAsOf", txn.readVersion()).load(target.path)
     held: list[DataFrame] = [rows.persist()]
@@ -96,9 +96,15 @@ def write_changes(
     return True
 
 
-def _deletion_vectors_on(txn: Any) -> bool:
-    found = txn.metadata().configuration().get(DV_PROPERTY)
-    return bool(found.isDefined()) and str(found.get()).lower() == "true"
+def _lacking_properties(txn: Any) -> dict[str, str]:
+    """The BASE_PROPERTIES the table's metadata does not hold (as the transaction read it)."""
+    held = txn.metadata().configuration()
+    lacking = {}
+    for key, value in BASE_PROPERTIES.items():
+        found = held.get(key)
+        if not found.isDefined() or str(found.get()).lower() != value:
+            lacking[key] = value
+    return lacking
 
 
 def _with_position(table: DataFrame) -> DataFrame:

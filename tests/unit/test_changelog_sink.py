@@ -9,9 +9,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from changelake.lake.commits import CommitMeta, latest_commit
-from changelake.lake.layout import changelog_of
+from changelake.lake.layout import APPENDED_OFTEN, changelog_of
 from changelake.sinks.changelog import ChangelogSink
-from changelake.sinks.delta import APPENDED_OFTEN
 
 ROWS = "id long, v string, _cdc_lsn long, _cdc_op string, _kafka_partition int, _kafka_offset long"
 

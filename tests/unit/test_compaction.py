@@ -19,6 +19,7 @@ from changelake.lake.layout import changelog_of
 from changelake.lake.table import read_table
 from changelake.sinks.changelog import ChangelogSink
 from changelake.sinks.delta import DeltaSink
+from changelake.sinks.merge_on_write import BASE_PROPERTIES
 from changelake.tables import TableRef
 from tests.support import wait_for
 from tests.unit.test_read_view import BASE, CHANGELOG, SOFT, Event, apply, events, rows, ts
@@ -94,6 +95,11 @@ def test_reads_equal_the_changes_through_appends_and_compactions(
             assert sorted(tuple(r) for r in stored.collect()) == want
             assert log.rows(0).count() == 0
             epoch += 1
+    # Made by a plain write, as before deletion vectors and seldom checkpoints were the rule for
+    # base tables: the first compaction gave it both.
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{base.path}`").first()
+    assert detail is not None
+    assert {k: detail["properties"].get(k) for k in BASE_PROPERTIES} == BASE_PROPERTIES
 
 
 def test_a_round_starts_in_time_for_the_oldest_change() -> None:
