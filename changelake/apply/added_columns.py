@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
+from confluent_kafka import KafkaException
 from psycopg import sql
 
 from changelake import run_log
-from changelake.capture.resend import send
+from changelake.capture.connect_offsets import offsets_end
+from changelake.capture.resend import Asked, send
 from changelake.exceptions import RetryableError
 from changelake.tables import TableRef
 
@@ -41,8 +43,11 @@ class Filled:
 
 
 class AddedColumns:
-    def __init__(self, ref: TableRef, dsn: Callable[[], str], out: Out) -> None:
-        self.ref, self.dsn, self.out = ref, dsn, out
+    def __init__(
+        self, ref: TableRef, dsn: Callable[[], str], out: Out, bootstrap: str, asked: list[Asked]
+    ) -> None:
+        """`asked`: where each re-send asked is noted (a `run --once` waits for them)."""
+        self.ref, self.dsn, self.out, self.bootstrap, self.asked = ref, dsn, out, bootstrap, asked
 
     def resend(self, columns: Sequence[str]) -> None:
         """Ask for the rows holding a value in any of the added `columns` (before the lake's
@@ -57,10 +62,18 @@ class AddedColumns:
                 )
             )
             return
+        wanted = Filled(self.ref, tuple(columns))
         try:
-            signal_id = send(self.dsn(), self.ref.signal_table, [Filled(self.ref, tuple(columns))])
-        except psycopg.Error as exc:  # Postgres restarting: the batch is tried again
+            dsn = self.dsn()
+            if not _any_row(dsn, wanted):  # Debezium would send nothing, and say nothing
+                return
+            since = offsets_end(self.bootstrap)
+            signal_id = send(dsn, self.ref.signal_table, [wanted])
+        except (psycopg.Error, KafkaException) as exc:  # Postgres or Kafka away: tried again
             raise RetryableError(f"{name}: could not ask to re-send its rows: {exc}") from exc
+        self.asked.append(
+            Asked(self.ref.connector, dsn, str(self.ref.signal_table), signal_id, since)
+        )
         self.out(
             run_log.warning(
                 f"{name}: columns {said} were added at the source, where rows no change has "
@@ -69,3 +82,13 @@ class AddedColumns:
                 f"{signal_id}): the stream applies them as they come"
             )
         )
+
+
+def _any_row(dsn: str, wanted: Filled) -> bool:
+    """Whether any row holds a value in the added columns: a re-send that matches none opens no
+    snapshot window, so there would be nothing to wait for (`run --once` waits on windows)."""
+    table = sql.Identifier(wanted.ref.schema, wanted.ref.table)
+    query = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {})").format(table, wanted.condition(1))
+    with psycopg.connect(dsn, connect_timeout=5) as conn:
+        row = conn.execute(query).fetchone()
+    return bool(row and row[0])

@@ -38,6 +38,7 @@ from changelake.apply.run_report import batch_line, report_line, summary_line
 from changelake.apply.run_state import Stream, TableJob, add_discovered, all_ended
 from changelake.apply.streaming_failure import cause
 from changelake.apply.table_start import prepare_table, starting_offsets
+from changelake.capture.resend import Asked
 from changelake.capture.seams import SeamRepair
 from changelake.changelog.registry import SchemaRegistry, registry
 from changelake.exceptions import ChangelakeError, RetryableError
@@ -75,15 +76,14 @@ class Pipeline:
         self.spark, self.settings, self.options, self.out = spark, settings, options, out
         self.jobs = {r.name: TableJob(r) for r in refs}
         self.streams: dict[str, Stream] = {}  # by connector
-        self.discover = discover
-        self.stopping = False
-        self.next_discovery = self.next_summary = 0.0
+        self.discover, self.stopping = discover, False
+        self.next_discovery = self.next_summary = self.next_watch = 0.0
         self.search_client = SearchClient.of(settings, settings.search_retry_s, out)
         self.watch = Watch(settings.kafka_bootstrap)
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
-        self.next_watch = 0.0
         self.capture = CaptureWatch(settings, out, self.jobs)
         self.seams = SeamRepair(settings, out, self._dsn)  # `run --once` repairs before it runs
+        self.resends: list[Asked] = []  # asked by this run's batches: `run --once` waits for them
         self.background = Background(
             spark, settings, options, self._refs, out, self.jobs, self.capture.stalled
         )
@@ -128,7 +128,7 @@ class Pipeline:
         return sink
 
     def _member(self, job: TableJob) -> Member:
-        ref = job.ref
+        ref, kafka = job.ref, self.settings.kafka_bootstrap
         job.applier = TableApplier(
             self.spark,
             ref,
@@ -136,12 +136,12 @@ class Pipeline:
             f"changelake/{ref.schema}.{ref.table}",
             self._on_batch,
             self.settings.run_dir,
-            self.settings.kafka_bootstrap,
+            kafka,
             self._schemas(ref),
             self._search(job),
-            KeyChangeGuard(ref, self.settings.kafka_bootstrap, self._dsn(ref), self.out),
+            KeyChangeGuard(ref, kafka, self._dsn(ref), self.out),
             None if self.options.once else self.background.compactor,  # --once compacts as it ends
-            AddedColumns(ref, lambda: self._dsn(ref), self.out),
+            AddedColumns(ref, lambda: self._dsn(ref), self.out, kafka, self.resends),
         )
         return Member(job.applier)
 

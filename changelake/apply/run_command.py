@@ -1,11 +1,14 @@
 """`changelake run` as a command: check the services it needs, wait for capture under --once,
-open the Spark session, run the pipeline until it ends or a signal stops it."""
+open the Spark session, run the pipeline until it ends or a signal stops it; under --once, then
+wait for the rows its batches asked Debezium to re-send and apply them in another pass, so that a
+run that ends leaves nothing it started half done."""
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from changelake import kafka_io, lakefs, run_log
@@ -13,12 +16,16 @@ from changelake.apply.run import Discover, Out, Pipeline
 from changelake.apply.run_options import RunOptions
 from changelake.capture.capture_restarts import CaptureRestarts
 from changelake.capture.caught_up import wait_caught_up
+from changelake.capture.resend import settle
 from changelake.capture.seams import SeamRepair
 from changelake.search.client import SearchClient
 from changelake.settings import Settings
 from changelake.tables import TableRef, slot_sources, source_of_table
 
-SEAM_RESEND_TIMEOUT_S = 600.0
+# How long `run --once` waits for Debezium to re-send the rows it asked for (a seam's, a column
+# added with a DEFAULT's): the rows are part of "every change committed before this command".
+RESEND_TIMEOUT_S = 600.0
+MOST_PASSES = 3  # a pass applying re-sent rows asks for none again; this bounds it regardless
 
 
 @contextmanager
@@ -53,10 +60,13 @@ def run(
     kafka_io.list_topics(settings.kafka_bootstrap)  # fail fast, naming Kafka, if it is down
     if any(r.search for r in refs):  # and OpenSearch, if an index is configured
         SearchClient.of(settings, retry_for_s=0).request("GET", "/")
+    beats: dict[str, str] = {}  # per connector, its heartbeat query: moves a quiet one on
     if options.once:  # "everything available" = every change committed before this command
+        sources = {r.connector: source_of_table(settings, r) for r in refs}
+        beats = {c: s.heartbeat_query for c, s in sources.items()}
         CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
-        seams = SeamRepair(settings, out, lambda ref: source_of_table(settings, ref).dsn())
-        seams.settle(seams.tick(refs), SEAM_RESEND_TIMEOUT_S)  # the re-sent rows are "available"
+        seams = SeamRepair(settings, out, lambda ref: sources[ref.connector].dsn())
+        settle(settings.kafka_bootstrap, seams.tick(refs), RESEND_TIMEOUT_S, out, beats)
         for slot, source in slot_sources(settings, refs).items():
             wait_caught_up(source, slot, say=out)
     # Queries served while it runs.
@@ -74,4 +84,15 @@ def run(
                 out(f"serving queries on Spark Connect at sc://{where}")
             pipeline.background.served = served
             with stop_on_signals(pipeline):
-                return pipeline.run()
+                code = pipeline.run()
+            for _ in range(MOST_PASSES - 1):
+                if pipeline.stopping or not pipeline.resends:
+                    break
+                # The rows its batches asked Debezium to re-send arrive after the pass ended.
+                out(f"waiting (up to {RESEND_TIMEOUT_S:.0f}s) for the rows this run asked for")
+                settle(settings.kafka_bootstrap, pipeline.resends, RESEND_TIMEOUT_S, out, beats)
+                again = replace(options, resnapshot=())  # the first pass made them anew
+                pipeline = Pipeline(spark, settings, refs, again, out, discover)
+                with stop_on_signals(pipeline):
+                    code = max(code, pipeline.run())  # a table stopped in either pass
+            return code

@@ -7,11 +7,12 @@ rows like any other change. `verify --repair`, the pipeline's key-change check a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from changelake import pg
+from changelake.capture.caught_up import NUDGE_EVERY_S
 from changelake.capture.connect_offsets import offsets_end, stored_offsets
 from changelake.exceptions import ChangelakeError
 from changelake.tables import TableRef
@@ -147,6 +149,41 @@ def send(
     return signal_id
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A re-send asked for: what waiting for it needs."""
+
+    connector: str
+    dsn: str
+    signal_table: str
+    signal_id: str
+    since: dict[int, int]  # the offsets topic's end before the signal
+
+
+def settle(
+    bootstrap: str,
+    asked: Sequence[Asked],
+    timeout_s: float,
+    out: Out,
+    heartbeats: Mapping[str, str] | None = None,
+) -> None:
+    """Wait until each connector asked has re-sent its rows (for `run --once`); `heartbeats`:
+    each connector's heartbeat.action.query, run to move it on once its snapshot closed."""
+    for a in asked:
+        beat = (heartbeats or {}).get(a.connector, "")
+        wait_resent(
+            a.dsn,
+            bootstrap,
+            a.connector,
+            a.signal_table,
+            a.signal_id,
+            a.since,
+            timeout_s,
+            out,
+            beat,
+        )
+
+
 def wait_resent(
     dsn: str,
     bootstrap: str,
@@ -156,17 +193,20 @@ def wait_resent(
     since: dict[int, int],
     timeout_s: float,
     out: Out,
+    heartbeat: str = "",
 ) -> None:
     """Until Debezium has sent everything the signal asked for: it closed a window of that
     snapshot (its marker row in the signal table), and then stored an offset past that point
-    that no longer carries the snapshot (offsets carry a running one)."""
+    that no longer carries the snapshot (offsets carry a running one). Debezium stores one when
+    it has a change to store it with: on a quiet database its next heartbeat, so `heartbeat`
+    (the connector's heartbeat.action.query) is run meanwhile, as caught_up does."""
     schema, _, table = signal_table.rpartition(".")
     closed = sql.SQL(
         "SELECT count(*) FROM {} WHERE type = 'snapshot-window-close' AND data LIKE %s"
     ).format(sql.Identifier(schema or "public", table))
     deadline = time.monotonic() + timeout_s
     windows, past = 0, 0
-    said = time.monotonic()
+    said = nudged = time.monotonic()
     with pg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
         while time.monotonic() < deadline:
             row = cur.execute(closed, (f'%"{signal_id}"%',)).fetchone()
@@ -183,6 +223,10 @@ def wait_resent(
                 ):
                     return
             since = end
+            if windows and heartbeat and time.monotonic() >= nudged + NUDGE_EVERY_S:
+                with contextlib.suppress(psycopg.Error):  # its own heartbeats still come
+                    cur.execute(heartbeat.encode())
+                nudged = time.monotonic()
             if time.monotonic() - said >= PROGRESS_EVERY_S:
                 said = time.monotonic()
                 out(f"repair: {connector} re-sending: {windows} chunk(s) so far")

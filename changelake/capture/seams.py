@@ -36,7 +36,7 @@ from psycopg import sql
 
 from changelake import kafka_io, pg, run_log
 from changelake.capture.connect_offsets import StoredOffset, offsets_end, stored_offsets
-from changelake.capture.resend import WrittenBy, send, wait_resent
+from changelake.capture.resend import Asked, WrittenBy, send
 from changelake.exceptions import RetryableError
 from changelake.settings import CONNECT_STATUS_TOPIC, Settings
 from changelake.tables import TableRef
@@ -62,17 +62,6 @@ class TaskStart:
     @property
     def id(self) -> str:
         return f"{self.connector}/{self.task}@{self.partition}:{self.offset}"
-
-
-@dataclass(frozen=True)
-class Asked:
-    """A re-send asked for: what waiting for it needs."""
-
-    connector: str
-    dsn: str
-    signal_table: str
-    signal_id: str
-    since: dict[int, int]  # the offsets topic's end before the signal
 
 
 def task_start(connectors: set[str], record: kafka_io.Record) -> TaskStart | None:
@@ -155,20 +144,6 @@ class SeamRepair:
         except (RetryableError, KafkaException, psycopg.Error) as exc:  # tried on the next tick
             self.out(run_log.warning(f"seam repair: {exc}; trying again"))
             return []
-
-    def settle(self, asked: Sequence[Asked], timeout_s: float) -> None:
-        """Wait until each connector asked has re-sent its rows (for `run --once`)."""
-        for a in asked:
-            wait_resent(
-                a.dsn,
-                self.bootstrap,
-                a.connector,
-                a.signal_table,
-                a.signal_id,
-                a.since,
-                timeout_s,
-                self.out,
-            )
 
     def _check_starts(self, refs: Sequence[TableRef]) -> list[Asked]:
         marks = kafka_io.watermarks(self.bootstrap, CONNECT_STATUS_TOPIC)

@@ -83,6 +83,8 @@ def history_view(
     # One row per change: a key has one change at an LSN, however often it was stored (a batch
     # replayed after a crash, or Debezium delivering a change again at another offset).
     rows = stored.where(F.col(OP) != "t").dropDuplicates([*key, LSN, OP])
+    data = [c for c in stored.columns if c not in (*_ORDER, OP, SOURCE_TS, TOASTED)]
+    rows = _without_rereads(rows, key, [c for c in data if c not in key], truncates)
     following = Window.partitionBy(*key).orderBy(*_ORDER)
     next_lsn, next_at = F.lead(LSN).over(following), F.lead(SOURCE_TS).over(following)
     cut_lsn: Column = F.lit(None).cast("long")
@@ -97,7 +99,6 @@ def history_view(
     )
     to_lsn = F.when(truncated, F.col("_cut_lsn")).otherwise(F.col("_next_lsn"))
     to_at = F.when(truncated, F.col("_cut_at")).otherwise(F.col("_next_at"))
-    data = [c for c in stored.columns if c not in (*_ORDER, OP, SOURCE_TS, TOASTED)]
     return ends.where(F.col(OP) != "d").select(
         *data,
         F.col(OP),
@@ -107,3 +108,23 @@ def history_view(
         to_at.alias(VALID_TO),
         to_lsn.isNull().alias(CURRENT),
     )
+
+
+def _without_rereads(
+    rows: DataFrame,
+    key: Sequence[str],
+    values: Sequence[str],
+    truncates: Sequence[tuple[int, datetime | None]],
+) -> DataFrame:
+    """`rows` less each read re-sent through the log (an incremental snapshot's `r`: a repair's,
+    or the rows asked for after a column was added with a DEFAULT) that equals the key's change
+    before it, with no delete or truncate between: it changes nothing, so it is no new version."""
+    before = Window.partitionBy(*key).orderBy(*_ORDER)
+    previous_op, previous_lsn = F.lag(OP).over(before), F.lag(LSN).over(before)
+    same = previous_op.isNotNull() & (previous_op != "d")
+    for column in values:
+        same &= F.lag(column).over(before).eqNullSafe(F.col(column))
+    for lsn, _ in truncates:
+        same &= ~((previous_lsn < F.lit(lsn)) & (F.col(LSN) > F.lit(lsn)))
+    flagged = rows.withColumn("_reread", (F.col(OP) == "r") & same)
+    return flagged.where(~F.col("_reread")).drop("_reread")

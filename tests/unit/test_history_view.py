@@ -104,3 +104,26 @@ def test_unchanged_toast_takes_the_keys_previous_value_in_the_batch(spark: Spark
         (1, 5, "b", []),
         (2, 6, None, ["v"]),
     ]
+
+
+def test_a_row_re_sent_unchanged_is_no_new_version(spark: SparkSession) -> None:
+    """A repair or a column added with a DEFAULT has Debezium re-send rows (`r`): one equal to
+    its key's version before it changes nothing; one that differs, or follows a delete or a
+    truncate, is a version."""
+    stored = [
+        (4, "y", "c", 1), (4, "y", "r", 3),  # the truncate at 2 ended its version
+        (1, "a", "c", 4), (1, "a", "r", 5),  # re-sent unchanged: no version
+        (2, "b", "c", 6), (2, "B", "r", 7),  # re-sent with a value the topic lacked
+        (3, "x", "c", 8), (3, None, "d", 9), (3, "x", "r", 10),  # back after a delete
+    ]  # fmt: skip
+    frame = spark.createDataFrame([(k, v, op, n, ts(n), 0, n) for k, v, op, n in stored], STORED)
+    view = history_view(frame, ["id"], [(2, ts(2))])
+    got = sorted(
+        (r["id"], r["v"], r["_valid_from_lsn"], r["_valid_to_lsn"]) for r in view.collect()
+    )
+    assert got == [
+        (1, "a", 4, None),
+        (2, "B", 7, None), (2, "b", 6, 7),
+        (3, "x", 8, 9), (3, "x", 10, None),
+        (4, "y", 1, 2), (4, "y", 3, None),
+    ]  # fmt: skip
