@@ -18,6 +18,7 @@ from changelake.tables import TableRef
 
 Out = Callable[[str], None]
 SLOTS_EVERY_S = 15.0  # a look at each slot's source and Connect's stored offsets
+STAYS = ("source_behind_lake", "source_replaced")  # said until the run ends
 
 
 class CaptureWatch:
@@ -44,9 +45,16 @@ class CaptureWatch:
         if self.clock() >= self.next_slots:
             self.next_slots = self.clock() + SLOTS_EVERY_S
             applied = {j.ref.name: j.applied_lsn or None for j in list(self.jobs.values())}
-            self.slots = slot_troubles(self.settings, listed, applied)
+            found = slot_troubles(self.settings, listed, applied)
+            # A restore seen stays seen: the source writing past the lake's LSN again does not
+            # give the lake back the changes it lost; only making the lake again does.
+            kept = {c: s for c, s in self.slots.items() if s.cause in STAYS}
+            self.slots = kept | found
         now = self._stalls()
-        changed = [c for c in sorted(set(before) | set(now)) if before.get(c) != now.get(c)]
+        # By cause: a sentence naming a WAL position that moves is the same stall.
+        changed = [
+            c for c in sorted(set(before) | set(now)) if _cause(before.get(c)) != _cause(now.get(c))
+        ]
         for name in changed:
             tables = ", ".join(sorted(r.name for r in listed if r.connector == name))
             if (stall := now.get(name)) is None:
@@ -67,3 +75,7 @@ class CaptureWatch:
 
     def _refs(self) -> list[TableRef]:
         return [j.ref for j in list(self.jobs.values())]
+
+
+def _cause(stall: Stall | None) -> tuple[str, str] | None:
+    return None if stall is None else (stall.cause, stall.next_step)

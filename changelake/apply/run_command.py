@@ -86,7 +86,7 @@ def run(
             with stop_on_signals(pipeline):
                 code = pipeline.run()
             for _ in range(MOST_PASSES - 1):
-                if pipeline.stopping or not pipeline.resends:
+                if not options.once or pipeline.stopping or not pipeline.resends:
                     break
                 # The rows its batches asked Debezium to re-send arrive after the pass ended.
                 out(f"waiting (up to {RESEND_TIMEOUT_S:.0f}s) for the rows this run asked for")

@@ -167,20 +167,15 @@ def settle(
     out: Out,
     heartbeats: Mapping[str, str] | None = None,
 ) -> None:
-    """Wait until each connector asked has re-sent its rows (for `run --once`); `heartbeats`:
-    each connector's heartbeat.action.query, run to move it on once its snapshot closed."""
+    """Wait until each connector asked has re-sent its rows, all within `timeout_s` (for `run
+    --once`); `heartbeats`: each connector's heartbeat.action.query, run to move it on once its
+    snapshot closed."""
+    deadline = time.monotonic() + timeout_s
     for a in asked:
         beat = (heartbeats or {}).get(a.connector, "")
+        left = max(1.0, deadline - time.monotonic())
         wait_resent(
-            a.dsn,
-            bootstrap,
-            a.connector,
-            a.signal_table,
-            a.signal_id,
-            a.since,
-            timeout_s,
-            out,
-            beat,
+            a.dsn, bootstrap, a.connector, a.signal_table, a.signal_id, a.since, left, out, beat
         )
 
 

@@ -20,18 +20,18 @@ import psycopg
 
 from changelake.capture.capture_health import Stall
 from changelake.capture.connect_api import ConnectApi, quote
-from changelake.capture.source_identity import IDENTITY_SQL, Identity, remembered
-from changelake.exceptions import ChangelakeError
+from changelake.capture.source_checks import DEFAULT_SLOT
+from changelake.capture.source_identity import Identity, identity_of, remembered
 from changelake.pg import pg_lsn
 from changelake.settings import Settings
-from changelake.tables import TableRef, slot_tables, source_of_table
+from changelake.tables import TableRef, source_of_table
 
 # The slot as Postgres has it (no row: no such slot), and where the server's WAL is now. Read
 # through to_jsonb so that columns newer servers add (invalidation_reason, 17) read as NULL on
 # older ones instead of failing the query.
 LOOK_SQL = (
     "SELECT s IS NOT NULL, pg_wal_lsn_diff((s->>'confirmed_flush_lsn')::pg_lsn, '0/0')::bigint,"
-    " s->>'wal_status', s->>'invalidation_reason',"
+    " s->>'wal_status', s->>'invalidation_reason', coalesce((s->>'active')::boolean, false),"
     " pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
     " ELSE pg_current_wal_lsn() END, '0/0')::bigint"
     " FROM (SELECT (SELECT to_jsonb(r) FROM pg_replication_slots r WHERE slot_name = %s) AS s) q"
@@ -57,17 +57,23 @@ class SlotLook:
     confirmed_lsn: int | None
     wal_status: str | None
     invalidation_reason: str | None
-    current_lsn: int
-    identity: Identity
+    active: bool  # a connector reads it now
+    current_lsn: int | None  # None: a standby that replayed nothing yet
+    identity: Identity | None  # None: the service does not let this role read pg_control_*
 
 
 def look_at(conn: psycopg.Connection[Any], slot: str, where: str) -> SlotLook:
+    """One read (`conn` in autocommit: a refused identity leaves it usable)."""
     row = conn.execute(LOOK_SQL, (slot,)).fetchone()
-    ident = conn.execute(IDENTITY_SQL).fetchone()
-    assert row is not None and ident is not None  # a SELECT of one row
-    exists, confirmed, wal_status, reason, current = row
-    identity = Identity(str(ident[0]), int(ident[1]))
-    return SlotLook(slot, where, bool(exists), confirmed, wal_status, reason, current, identity)
+    assert row is not None  # a SELECT of one row
+    exists, confirmed, wal_status, reason, active, current = row
+    try:
+        identity: Identity | None = identity_of(conn)
+    except psycopg.Error:  # the identity checks are skipped, the slot's are not
+        identity = None
+    return SlotLook(
+        slot, where, bool(exists), confirmed, wal_status, reason, bool(active), current, identity
+    )
 
 
 def trouble_of(
@@ -83,7 +89,9 @@ def trouble_of(
     streamed); `lake_lsn`: the highest LSN the lake applied from this source; `known`: the
     database `connectors apply` bound the connector to (None: not recorded)."""
     slot, where, now = look.slot, look.where, look.identity
-    if known is not None and now.system_identifier != known.system_identifier:
+    if known is None or now is None:  # nothing to compare the server with
+        known = now = None
+    if known is not None and now is not None and now.system_identifier != known.system_identifier:
         return Stall(
             connector,
             f"{where} is not the database {connector} was applied to (system identifier"
@@ -92,7 +100,7 @@ def trouble_of(
             REBUILD,
             "source_replaced",
         )
-    if lake_lsn is not None and look.current_lsn < lake_lsn:
+    if lake_lsn is not None and look.current_lsn is not None and look.current_lsn < lake_lsn:
         return Stall(
             connector,
             f"{where} is at WAL {pg_lsn(look.current_lsn)}, behind {pg_lsn(lake_lsn)} which the"
@@ -106,7 +114,7 @@ def trouble_of(
         if offset_lsn is None and lake_lsn is None:
             return None  # the connector has not created it yet
         since = f" since {pg_lsn(offset_lsn)}" if offset_lsn is not None else ""
-        if known is not None and now.timeline != known.timeline:
+        if known is not None and now is not None and now.timeline != known.timeline:
             return Stall(
                 connector,
                 f"replication slot {slot} is gone: {where} moved to timeline {now.timeline}"
@@ -125,16 +133,25 @@ def trouble_of(
         )
     if look.wal_status == "lost" or look.invalidation_reason:
         why = look.invalidation_reason or "wal_status lost"
+        held = why in ("wal_status lost", "wal_removed")
         return Stall(
             connector,
-            f"replication slot {slot} on {where} was invalidated ({why}): Postgres removed WAL"
-            " it held, once it held more than max_slot_wal_keep_size, so the changes in that WAL"
-            " cannot be captured",
+            f"replication slot {slot} on {where} was invalidated ({why})"
+            + (
+                ": Postgres removed WAL it held, once it held more than"
+                " max_slot_wal_keep_size, so the changes in that WAL cannot be captured"
+                if held
+                else ", so the changes it held back cannot be captured"
+            ),
             resync,
             "slot_invalidated",
         )
+    # While a connector reads the slot, Debezium may flush it past the offset Connect stored
+    # last (records acked during the offset commit) until the next commit: no sign of anything.
     confirmed = look.confirmed_lsn
-    if offset_lsn is not None and confirmed is not None and confirmed > offset_lsn:
+    if look.active or offset_lsn is None or confirmed is None:
+        return None
+    if confirmed > offset_lsn:
         return Stall(
             connector,
             f"replication slot {slot} on {where} starts at {pg_lsn(confirmed)}, after"
@@ -169,25 +186,23 @@ def slot_troubles(
     known = remembered(settings.run_dir)
     api = ConnectApi(settings.connect_url, timeout_s=10.0)
     found = {}
-    for slot, ref in slot_tables(refs).items():
-        fed = [r for r in refs if r.slot == slot]
+    # Per connector, not per slot name: two servers may each have a slot of one name.
+    for connector in sorted({r.connector for r in refs}):
+        fed = [r for r in refs if r.connector == connector]
+        slot = fed[0].slot or DEFAULT_SLOT
         applied = [v for r in fed if (v := lake_lsns.get(r.name)) is not None]
         try:
-            source = source_of_table(settings, ref)
+            source = source_of_table(settings, fed[0])
             with psycopg.connect(source.dsn(), connect_timeout=3, autocommit=True) as conn:
-                # The slot before the offset: Debezium stores an offset before it flushes the
-                # slot to it, so read in this order a healthy slot is never past its offset.
                 look = look_at(conn, slot, source.where())
-            offsets = api.get(f"/connectors/{quote(ref.connector)}/offsets")
-        except (psycopg.Error, ChangelakeError):  # a ConfigError too: a password not set here
+            offset = stored_lsn(api.get(f"/connectors/{quote(connector)}/offsets"))
+        # Anything: a service away, a body not as expected. The caller (status, the run's loop)
+        # must go on; what does not answer has its own problem line in `status`.
+        except Exception:
             continue
         trouble = trouble_of(
-            ref.connector,
-            look,
-            stored_lsn(offsets),
-            max(applied, default=None),
-            known.get(ref.connector),
+            connector, look, offset, max(applied, default=None), known.get(connector)
         )
         if trouble is not None:
-            found[ref.connector] = trouble
+            found[connector] = trouble
     return found

@@ -175,3 +175,37 @@ def test_the_run_notes_when_capture_stalls_and_when_it_runs_again(
     assert not watch.tick()
     again = [line for line in said if "capture running again" in line]
     assert again == ["capture running again: connector shop feeds lines, orders"]
+
+
+def test_the_run_says_a_restore_once_and_keeps_saying_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source behind the lake is said once though its WAL position (in the sentence) moves,
+    and stays said when the source writes past the lake again: the lake still holds changes the
+    source lost."""
+    said: list[str] = []
+    jobs = {"orders": _job("orders", TableState.RUNNING)}
+    looks = iter(
+        [
+            {
+                "shop": Stall(
+                    "shop", "db is at WAL 0/10, behind 0/20", "rebuild", "source_behind_lake"
+                )
+            },
+            {
+                "shop": Stall(
+                    "shop", "db is at WAL 0/18, behind 0/20", "rebuild", "source_behind_lake"
+                )
+            },
+            {},  # past the lake's LSN again
+        ]
+    )
+    monkeypatch.setattr(capture_watch, "slot_troubles", lambda *_: next(looks))
+    clock = iter(range(0, 1000, 20))
+    watch = CaptureWatch(settings, said.append, jobs, clock=lambda: float(next(clock)))
+    watch.restarts.next_check = float("inf")  # Connect's look is the other test's
+    assert watch.tick()
+    assert not watch.tick() and not watch.tick()
+    (line,) = [x for x in said if "capture" in x]  # said once, and never "running again"
+    assert "capture stalled: db is at WAL 0/10, behind 0/20: rebuild; tables orders" in line
+    assert watch.stalled()["orders"].cause == "source_behind_lake"

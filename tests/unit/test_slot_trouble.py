@@ -17,7 +17,9 @@ from changelake.read.status import STALLED, UNHEALTHY, exit_code, with_capture
 from tests.unit.test_capture_health import GONE, _status
 
 HERE = Identity("7713416105510311725", 1)
-HEALTHY = SlotLook("changelake_shop", "db:5432/shop", True, 1_000, "reserved", None, 2_000, HERE)
+HEALTHY = SlotLook(
+    "changelake_shop", "db:5432/shop", True, 1_000, "reserved", None, False, 2_000, HERE
+)
 GONE_SLOT = replace(HEALTHY, exists=False, confirmed_lsn=None, wal_status=None)
 
 
@@ -64,6 +66,9 @@ def test_a_slot_made_again_after_the_connector_s_position_lost_the_changes_betwe
     assert stall is not None and stall.cause == "slot_recreated"
     assert "starts at 0/1388, after 0/3E8 where shop stopped" in stall.sentence
     assert _trouble(replace(HEALTHY, confirmed_lsn=5_000), offset=None) is None  # unknown
+    # Read by a running connector, a slot is flushed past the stored offset for a while (records
+    # acked while Connect wrote its offsets): no sign of a slot made again.
+    assert _trouble(replace(HEALTHY, confirmed_lsn=5_000, active=True), offset=1_000) is None
 
 
 def test_a_source_behind_the_lake_or_another_database_is_a_restore_not_a_resync() -> None:
@@ -74,10 +79,12 @@ def test_a_source_behind_the_lake_or_another_database_is_a_restore_not_a_resync(
     other = _trouble(replace(HEALTHY, identity=Identity("42", 1)))
     assert other is not None and other.cause == "source_replaced"
     assert "system identifier 42, was 7713416105510311725" in other.sentence
-    # Without a remembered database, the identifier is not compared.
+    # Without a remembered database, or one this role may not read, nothing is compared.
     assert (
         trouble_of("shop", replace(HEALTHY, identity=Identity("42", 1)), 1_000, 900, None) is None
     )
+    unread = _trouble(replace(GONE_SLOT, identity=None))
+    assert unread is not None and unread.cause == "slot_missing"
 
 
 def test_the_offset_connect_stored_is_its_furthest_lsn() -> None:
