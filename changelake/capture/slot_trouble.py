@@ -165,7 +165,8 @@ def trouble_of(
 
 def stored_lsn(offsets: Any) -> int | None:
     """The furthest LSN in the body of Connect's GET /connectors/NAME/offsets (None: none).
-    Debezium flushes the slot to at most these, so a slot past all of them was made anew."""
+    A slot no connector reads that is past all of them was made anew (while one reads it,
+    Debezium may flush it past them until Connect's next offset commit: see trouble_of)."""
     found = [
         int(value)
         for entry in (offsets or {}).get("offsets") or []
