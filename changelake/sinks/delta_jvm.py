@@ -87,6 +87,8 @@ class DeltaJvm:
         ~2 s on a 1M-row table), else from Delta's state."""
         checksum = txn.snapshot().checksumOpt()
         if checksum.isDefined() and checksum.get().setTransactions().isDefined():
+            # As `txnVersion` would: a concurrent commit of the same id then conflicts.
+            txn.readTxn().addOne(app_id)
             held = checksum.get().setTransactions().get()
             for each in (held.apply(i) for i in range(held.size())):
                 if str(each.appId()) == app_id:

@@ -27,6 +27,8 @@ from changelake.sinks.delta_jvm import DataFile
 _OLD_LSN, _NEW_LSN, _ROW = "__cl_old_lsn", "__cl_new_lsn", "__cl_row"
 
 Positions = np.ndarray[Any, np.dtype[np.int64]]
+# Delta cuts a text column's statistics to this many characters (stringPrefixLength's default).
+STATS_TEXT_LENGTH = 32
 
 
 @dataclass
@@ -51,6 +53,8 @@ def locate(
     wanted = changes.select([*key, LSN]).rename_columns([*key, _NEW_LSN])
     for file in candidates(files, key[0], changes.column(key[0])):
         stored = read(file.uri, [*key, LSN])
+        if not set(key) <= set(stored.column_names):
+            continue  # written before a key column was added: no row of it holds a value for it
         rows = pa.array(np.arange(stored.num_rows, dtype=np.int64))
         stored = pa.table(
             {
@@ -74,19 +78,33 @@ def locate(
 
 
 def candidates(files: Sequence[DataFile], column: str, values: pa.ChunkedArray) -> list[DataFile]:
-    """The files whose statistics for `column` (the key's first) can hold one of `values`: by
-    their smallest and largest value, for whole-number keys (other types' statistics may be
-    truncated or rounded, so those files are all read); a file without them is read."""
-    if not pa.types.is_integer(values.type):
+    """The files whose statistics for `column` (the key's first) can hold one of `values`, by
+    their smallest and largest value: for whole numbers, dates and text (text statistics as
+    Delta writes them, cut at STATS_TEXT_LENGTH characters, bound nothing once cut; Delta and
+    Python both order text by code point); other types' statistics are rounded, so those files
+    are all read, as is a file without statistics."""
+    kind = values.type
+    present = [v for v in values.to_pylist() if v is not None]
+    if pa.types.is_integer(kind):
+        wanted: list[Any] = sorted(present)
+    elif pa.types.is_date(kind):
+        wanted = sorted(v.isoformat() for v in present)  # as the statistics' JSON holds them
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        wanted = sorted(present)
+    else:
         return list(files)
-    wanted = sorted(v for v in values.to_pylist() if v is not None)
     out = []
     for file in files:
         low, high = file.low.get(column), file.high.get(column)
-        if low is None or high is None:
+        if low is None or high is None or _cut(low) or _cut(high):
             out.append(file)
             continue
         first = bisect_left(wanted, low)
         if first < len(wanted) and wanted[first] <= high:
             out.append(file)
     return out
+
+
+def _cut(bound: Any) -> bool:
+    """Whether a text statistic may have been cut short (and so bounds nothing)."""
+    return isinstance(bound, str) and len(bound) >= STATS_TEXT_LENGTH

@@ -88,7 +88,11 @@ def write_changes(
                 new = new.unionByName(_soft_truncated(wiped, held[0], truncate, target))
         actions = jvm.deletion_vectors(txn, files, {f: sorted(p) for f, p in gone.items()})
         # One file per write: a round's changes are small, and every file is one more to read.
-        written = txn.writeFiles(_shaped(new, table.schema).coalesce(1)._jdf)
+        # Coalesced when they come from the changes alone (held), else repartitioned: a
+        # coalesce would also make the table's scans (carried columns, soft deletes) one task.
+        carried = set(table.columns) - set(rows.columns) - set(SOFT_COLUMNS)
+        one = new.repartition(1) if target.soft_delete or carried else new.coalesce(1)
+        written = txn.writeFiles(_shaped(one, table.schema)._jdf)
     finally:
         for frame in held:
             frame.unpersist()

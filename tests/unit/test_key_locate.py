@@ -5,7 +5,7 @@ hold a changed key are not read. Parquet files under tmp_path, read with pyarrow
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from changelake.changelog.decode import LSN
+from changelake.lake.driver_files import read_local, s3_options
 from changelake.sinks.delta_jvm import DataFile
 from changelake.sinks.key_locate import Positions, candidates, locate
 
@@ -104,3 +105,58 @@ def test_compound_and_timestamp_keys_match_across_stored_types(tmp_path: Path) -
     found = locate([file], changes, ("id", "part"), _read([]), None)  # type: ignore[arg-type]
     assert found.gone == {"t.parquet": [1]}
     assert found.stale == []
+
+
+def test_spark_s_int96_timestamps_far_from_now_and_keys_a_file_lacks(tmp_path: Path) -> None:
+    """Spark stores timestamps as INT96: a 9999-12-31 sentinel must read as itself (pyarrow's
+    nanoseconds would wrap it); a file written before a key column existed holds no row of it.
+    Read by the driver's own reader, from a folder whose name a URL parser would cut."""
+    folder = tmp_path / "a#b?c"
+    folder.mkdir()
+    far = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+    stored = pa.table({"id": pa.array([far], pa.timestamp("us", tz="UTC")), LSN: [3]})
+    pq.write_table(stored, folder / "t.parquet", use_deprecated_int96_timestamps=True)
+    pq.write_table(pa.table({LSN: [1]}), folder / "old.parquet")
+    files = [
+        DataFile(n, f"file:{folder}/{n}", 1, {}, {}, _Add(False))
+        for n in ("t.parquet", "old.parquet")
+    ]
+    changes = pa.table({"id": pa.array([far], pa.timestamp("us", tz="UTC")), LSN: [4]})
+    found = locate(files, changes, ("id",), read_local, None)  # type: ignore[arg-type]
+    assert found.gone == {"t.parquet": [0]}
+
+
+def test_s3_options_follow_the_bucket_s_own_settings_first() -> None:
+    settings = {
+        "fs.s3a.endpoint": "http://elsewhere:1",
+        "fs.s3a.bucket.lake.endpoint": "127.0.0.1:9000",
+        "fs.s3a.bucket.lake.connection.ssl.enabled": "false",
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.endpoint.region": "us-east-1",
+        "fs.s3a.bucket.lake.access.key": "k",
+        "fs.s3a.bucket.lake.secret.key": "s",
+        "fs.s3a.session.token": "t",
+    }
+    assert s3_options(settings.get, "lake") == {
+        "endpoint_override": "127.0.0.1:9000",
+        "scheme": "http",
+        "force_virtual_addressing": False,
+        "region": "us-east-1",
+        "access_key": "k",
+        "secret_key": "s",
+        "session_token": "t",
+    }
+    assert s3_options(settings.get, "other")["endpoint_override"] == "elsewhere:1"
+
+
+def test_text_and_date_statistics_prune_unless_cut_short() -> None:
+    def file(name: str, low: Any, high: Any) -> DataFile:
+        return DataFile(name, name, 1, {"k": low}, {"k": high}, _Add(False))
+
+    long = "m" * 40  # Delta keeps 32 characters: such a bound says nothing
+    files = [file("ab", "a", "b"), file("xy", "x", "y"), file("cut", long[:32], long[:32] + "~")]
+    picked = candidates(files, "k", pa.chunked_array([["apple", "zzz"]]))
+    assert [f.name for f in picked] == ["ab", "cut"]
+    days = [file("jan", "2026-01-01", "2026-01-31"), file("feb", "2026-02-01", "2026-02-28")]
+    picked = candidates(days, "k", pa.chunked_array([[date(2026, 2, 14)]], pa.date32()))
+    assert [f.name for f in picked] == ["feb"]
