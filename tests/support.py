@@ -4,9 +4,11 @@ of a test's own."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -151,3 +153,13 @@ def pom_property(pom: Path, name: str) -> str:
 
 
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def dies_with_the_suite() -> None:
+    """In a child process, before it runs: have Linux send it SIGTERM when the test process ends.
+    A suite killed midway runs no teardown, and a `changelake run` it started would go on
+    serving a lake no test reads, holding the home's served.json (the next run's queries then
+    fail to reach their own pipeline) and two cores' worth of CPU. (Linux sends it when the
+    thread that started the child ends: start children from the test's own thread.)"""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)

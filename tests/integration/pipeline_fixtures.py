@@ -24,7 +24,7 @@ from changelake.settings import Settings
 from changelake.spark import session
 from examples.read_current import current
 from tests.compare import assert_read_outside_spark, assert_same, text_columns
-from tests.support import CLI, ROOT, changelake_here, wait_for
+from tests.support import CLI, ROOT, changelake_here, dies_with_the_suite, wait_for
 
 SIGNAL_TABLE = "changelake.debezium_signal"
 
@@ -100,6 +100,7 @@ class Pipeline:
             env=env,
             text=True,
             start_new_session=True,
+            preexec_fn=dies_with_the_suite,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
