@@ -133,18 +133,18 @@ def test_s3_options_follow_the_bucket_s_own_settings_first() -> None:
         "fs.s3a.bucket.lake.connection.ssl.enabled": "false",
         "fs.s3a.path.style.access": "true",
         "fs.s3a.endpoint.region": "us-east-1",
-        "fs.s3a.bucket.lake.access.key": "k",
-        "fs.s3a.bucket.lake.secret.key": "s",
-        "fs.s3a.session.token": "t",
+        "fs.s3a.bucket.lake.access.key": "fake-access",
+        "fs.s3a.bucket.lake.secret.key": "fake-secret",
+        "fs.s3a.session.token": "fake-token",
     }
     assert s3_options(settings.get, "lake") == {
         "endpoint_override": "127.0.0.1:9000",
         "scheme": "http",
         "force_virtual_addressing": False,
         "region": "us-east-1",
-        "access_key": "k",
-        "secret_key": "s",
-        "session_token": "t",
+        "access_key": "fake-access",
+        "secret_key": "fake-secret",
+        "session_token": "fake-token",
     }
     assert s3_options(settings.get, "other")["endpoint_override"] == "elsewhere:1"
 
