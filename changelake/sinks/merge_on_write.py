@@ -77,7 +77,7 @@ def write_changes(
         read = reader(spark, str(txn.deltaLog().dataPath().toString()))
         marked = lambda file: jvm.positions(jvm.marked(txn, file))  # noqa: E731
         located = locate(list(files.values()), changed, target.key, read, marked)
-        gone = defaultdict(set, {name: set(rows) for name, rows in located.gone.items()})
+        gone = defaultdict(set, {name: set(at) for name, at in located.gone.items()})
         new = _new_versions(table, held[0], located.stale, target)
         if truncate is not None:
             wiped = _with_position(table).where(F.col(LSN) < F.lit(int(truncate.lsn))).persist()
