@@ -19,11 +19,18 @@ from changelake.lake.layout import changelog_of
 from changelake.lake.table import read_table
 from changelake.sinks.changelog import ChangelogSink
 from changelake.sinks.delta import DeltaSink
+from changelake.sinks.delta_jvm import DeltaJvm
 from changelake.sinks.merge_on_write import BASE_PROPERTIES
 from changelake.tables import TableRef
 from tests.support import wait_for
 from tests.unit.test_read_view import BASE, CHANGELOG, SOFT, Event, apply, events, rows, ts
 
+# Delta keeps a version's checksum in memory after its own commit (incremental commit) as well as
+# writing it beside the version: both off, the table's state is rebuilt to read its files.
+CHECKSUM_SETTINGS = (
+    "spark.databricks.delta.writeChecksumFile.enabled",
+    "spark.databricks.delta.incremental.commit.enabled",
+)
 BATCH = 5  # changes per append
 COMPACT_EVERY = 2  # appends per compaction
 
@@ -50,10 +57,17 @@ def batch_rows(batch: list[Event], state: dict[int, Any], offset: int, soft: boo
     return out
 
 
-@pytest.mark.parametrize("soft", [False, True])
+@pytest.mark.parametrize(("soft", "checksums"), [(False, True), (True, True), (False, False)])
 def test_reads_equal_the_changes_through_appends_and_compactions(
-    spark: SparkSession, tmp_path: Path, soft: bool
+    spark: SparkSession, tmp_path: Path, soft: bool, checksums: bool, request: Any
 ) -> None:
+    """`checksums`: whether Delta writes a checksum file beside each version, from which
+    merge-on-write reads the table's files and transaction ids; without one (another writer's
+    table, a crash between commit and checksum, too many files to list) it reads them from
+    Delta's rebuilt state."""
+    for name in () if checksums else CHECKSUM_SETTINGS:
+        spark.conf.set(name, "false")
+        request.addfinalizer(lambda name=name: spark.conf.unset(name))
     ref = TableRef("public", "t", "p.public.t", "c", "s", soft_delete=soft)
     lake = str(tmp_path / "lake")
     base = DeltaSink(spark, ref.path(lake), ref.name, soft)
@@ -95,6 +109,8 @@ def test_reads_equal_the_changes_through_appends_and_compactions(
             assert sorted(tuple(r) for r in stored.collect()) == want
             assert log.rows(0).count() == 0
             epoch += 1
+    jvm = DeltaJvm(spark)
+    assert jvm.transaction(base.path).snapshot().checksumOpt().isDefined() == checksums
     # Made by a plain write, as before deletion vectors and seldom checkpoints were the rule for
     # base tables: the first compaction gave it both.
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{base.path}`").first()
