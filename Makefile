@@ -62,14 +62,13 @@ test-unit: setup ## only the tests that need no services
 	@$(BIN)/pytest -q -m "not stack"
 
 lint: setup ## ruff format check, ruff check, mypy
-	@$(BIN)/ruff format --check changelake tests examples
-	@$(BIN)/ruff check changelake tests examples
+	@$(BIN)/ruff format --check changelake tests
+	@$(BIN)/ruff check changelake tests
 	@$(BIN)/mypy
-	@$(BIN)/mypy examples
 
 format: setup ## apply ruff's formatting and safe fixes
-	@$(BIN)/ruff format changelake tests examples
-	@$(BIN)/ruff check --fix changelake tests examples
+	@$(BIN)/ruff format changelake tests
+	@$(BIN)/ruff check --fix changelake tests
 
 lock: ## re-resolve requirements.lock (the image's) and requirements-dev.lock (make setup's) from pyproject.toml
 	@$(BIN)/uv pip compile -q pyproject.toml --universal --python-version 3.11 --extra dev --extra bench -o requirements-dev.lock

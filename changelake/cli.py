@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="first wait until Connect has caught up")
     p.set_defaults(handler=commands.topics_command)
 
-    p = sub.add_parser("run", help="snapshot the tables, then apply their changelog to Delta")
+    p = sub.add_parser("run", help="snapshot the tables, then apply their changes to Delta")
     p.add_argument("--once", action="store_true", help="process what is available, then exit")
     p.add_argument("--tables", help="only these tables, comma-separated (default: all captured)")
     p.add_argument(
@@ -157,14 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULTS.trigger_seconds,
         help="micro-batch interval",
-    )
-    p.add_argument(
-        "--freshness-target",
-        type=float,
-        metavar="SECONDS",
-        default=DEFAULTS.freshness_target_s,
-        help="keep each base table (what Polars, DuckDB, delta-rs read) within this many seconds "
-        "of its source, also when the source goes quiet",
     )
     p.add_argument(
         "--metrics-port",
@@ -270,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "maintain",
-        help="OPTIMIZE the derived tables (pack the small files compactions leave) and VACUUM "
+        help="OPTIMIZE the derived tables (pack the small files batches leave) and VACUUM "
         "the files no version needs; safe beside a running pipeline",
     )
     p.add_argument("--tables", help="only these tables, comma-separated (default: all captured)")

@@ -164,7 +164,6 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         once=args.once,
         resnapshot=tuple(_names(args.resnapshot)),
         trigger_seconds=args.trigger_seconds,
-        freshness_target_s=args.freshness_target,
         views_seconds=args.views_seconds,
         verify_share=args.verify_share,
         max_records_per_batch=args.max_records,

@@ -44,7 +44,7 @@ def spark_tasks(
     """Show the tasks done of the Spark jobs this thread starts inside the block (all their
     stages): a bar on a terminal, else a line every `every_s`. The jobs run in a job group
     of their own, so jobs other threads run at the same time (other tables' batches, the
-    compactor) are not counted; the thread's previous group is restored afterwards."""
+    views' rounds) are not counted; the thread's previous group is restored afterwards."""
     sc = spark.sparkContext
     with job_group(sc, desc) as group:
         yield from _watched(sc, group, desc, out, every_s)

@@ -35,7 +35,7 @@ FETCH_MAX_WAIT_MS = 10  # see kafka_options
 CODEGEN_CACHE_ENTRIES = 2000
 # The driver JVM collects with the parallel collector: on two cores G1's concurrent threads take
 # CPU from the work itself. `run --once` over ~12k changes, runs interleaved: queryable in 24.5
-# and 22.0 s against 26.0 and 25.7 s with G1, exited (compaction done) in 46.3 and 45.0 s
+# and 22.0 s against 26.0 and 25.7 s with G1, exited (its compaction done) in 46.3 and 45.0 s
 # against 52.3 and 52.8 s. Compiling with C1 alone (-XX:TieredStopAtLevel=1) cut a further
 # ~2 s there, but made `make bench`'s 2M-row snapshot 41% slower (99 s against 70 s).
 # And in UTC, whatever the machine's zone: delta-spark checks the file list it keeps in a
@@ -219,9 +219,8 @@ def kept(df: DataFrame) -> DataFrame:
     Not `persist()`: whenever anything writes a table, Spark re-plans every cached frame that
     reads it, in the writing thread (a write's `CacheManager.recacheByPlan`), and Delta plans a
     scan by listing the table's files in Spark jobs. The aggregate views' cached frames cost
-    the stream's history appends 12-46 s of such jobs in some batches under the demo's load, and a
-    served query's cached changelog side cost every changelog append the same. `release`
-    frees it."""
+    the stream's history appends 12-46 s of such jobs in some batches under the demo's load.
+    `release` frees it."""
     return df.localCheckpoint(eager=True)
 
 

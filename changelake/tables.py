@@ -50,7 +50,7 @@ class TableRef:
     # Where the connector's LeanJsonConverter publishes schemas (unused with JsonConverter).
     schemas_topic: str = DEFAULT_SCHEMAS_TOPIC
     # Its topic is not compacted (capture/topic_groups.py): an append-only event table, every
-    # change a row with its LSN, op and offset; no key, changelog, compaction or search index.
+    # change a row with its LSN, op and offset; no key, deletion vectors or search index.
     events: bool = False
     # Every change of it is stored beside it (sinks/history.py): a view of views.json reads it.
     keeps_history: bool = False

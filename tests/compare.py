@@ -85,7 +85,7 @@ def delta_rows(
     soft: bool = False,
     numbers: Collection[str] = (),
 ) -> dict[Any, dict[str, Any]]:
-    frame = read_table(spark, path, soft).rows  # as every reader sees it: base ⊕ changelog
+    frame = read_table(spark, path, soft).rows  # as every reader sees it
     if soft:
         frame = frame.where("NOT _cdc_deleted")
     # PySpark turns a TIMESTAMP into Python through the local clock, which fails for 0001-01-01;

@@ -1,8 +1,8 @@
-"""The work a run does beside its streams: compaction of sealed changelog epochs, rounds of the
-aggregate views (views.json), verification of the lake against the source (repairing what
-differs), and its Prometheus metrics. A streaming run keeps each on threads of its own; a
-`--once` run compacts and brings the views up to date on its own thread as it ends, and serves
-no metrics and verifies nothing."""
+"""The work a run does beside its streams: rounds of the aggregate views (views.json),
+verification of the lake against the source (repairing what differs), the base tables' small
+files packed (upkeep), and its Prometheus metrics. A streaming run keeps each on threads of its
+own; a `--once` run packs its tables and brings the views up to date on its own thread as it
+ends, and serves no metrics and verifies nothing."""
 
 from __future__ import annotations
 
@@ -11,24 +11,25 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
+from changelake import run_log
 from changelake.apply import endpoint, metrics
-from changelake.apply.compactor import Compactor
 from changelake.apply.pipeline_file import TableState
 from changelake.apply.run_options import RunOptions
 from changelake.apply.run_state import TableJob
+from changelake.apply.streaming_failure import cause
+from changelake.apply.upkeep import Upkeep
 from changelake.capture import connector_status
 from changelake.capture.capture_health import Stall
 from changelake.settings import Settings
 from changelake.tables import TableRef, slot_sources
 from changelake.verify.continuous import ContinuousVerifier
-from changelake.verify.give_way import HEADROOM_S
 from changelake.views.derived import DerivedView, derived_views
 from changelake.views.maintenance import ViewMaintainer
 
 if TYPE_CHECKING:
     from changelake.serve.served import ServedViews
 
-GRACE_S = 30.0  # how long a stopping run lets a running compaction or view round finish
+GRACE_S = 30.0  # how long a stopping run lets a running view round finish
 
 
 class Background:
@@ -42,9 +43,6 @@ class Background:
         jobs: Mapping[str, TableJob],
         stalled: Callable[[], Mapping[str, Stall]] = dict,
     ):
-        self.compactor = Compactor(
-            spark, settings.lake, settings.run_dir, options.freshness_target_s, out
-        )
         port = settings.metrics_port if options.metrics_port is None else options.metrics_port
         self.metrics_port, self.out = port, out
         self.metrics_server: Any = None  # serving, while a streaming run lasts
@@ -53,7 +51,6 @@ class Background:
         self.served: ServedViews | None = None
         self.collector = metrics.RunMetrics(
             jobs,
-            self.compactor,
             lambda: connector_status.status(settings),
             lambda: slot_sources(settings, refs()),
             stalled,
@@ -79,13 +76,13 @@ class Background:
             streaming,
             applied,
             out,
-            room=lambda: self.compactor.leaves_room(HEADROOM_S),
         )
+        self.upkeep = Upkeep(spark, settings.lake, streaming, out)
 
     def start(self) -> None:
-        self.compactor.start()
         self.views.start()
         self.verifier.start()
+        self.upkeep.start()
         if self.metrics_port:
             self.metrics_server = endpoint.serve(
                 self.settings, self.metrics_port, self.collector, lambda: self.served, self.out
@@ -96,16 +93,16 @@ class Background:
             self.metrics_server.shutdown()
             self.metrics_server.server_close()  # the port, free for the next run at once
         self.verifier.stop(wait_s=0)  # it only reads (and asks for re-sends): nothing to finish
-        self.compactor.stop(wait_s=GRACE_S)
         self.views.stop(wait_s=GRACE_S)
+        self.upkeep.stop(wait_s=0)  # an OPTIMIZE cut short commits nothing
 
-    def finish(self, jobs: Iterable[TableJob]) -> None:
-        """As a `--once` run ends: every table it finished compacted (its base table alone is
-        current, for readers that know nothing of the changelog), then every aggregate view
+    def finish(self, refs: Iterable[TableRef]) -> None:
+        """As a `--once` run ends: the tables it applied packed if due (a run every minute
+        from cron adds their small files as a streaming run does), then every aggregate view
         brought up to date."""
-        for job in jobs:
-            if job.state == TableState.DONE and job.applier is not None:
-                sealed = job.applier.seal()
-                if sealed is not None:
-                    self.compactor.run(sealed)
+        for ref in refs:
+            try:
+                self.upkeep.pack_if_due(ref)
+            except Exception as exc:  # the next run tries again; the changes are in
+                self.out(run_log.warning(f"{ref.name}: upkeep skipped: {cause(str(exc))}"))
         self.views.run_all()

@@ -2,20 +2,16 @@
 
 Called for each table with records in a connector's micro-batch (`connector_batch`); everything
 here runs once per table and batch: decode → reconcile the schema → newest change per key, made
-complete → each sink in turn (`batch_sinks`): dead letters, the stored history, ONE APPEND to
-the table's changelog, whose commit records the offsets it covers (the stream restarts from
-those, so a batch is never appended twice), then the table's search index. No MERGE here: the
-compactor seals the table's epoch between two batches, when its freshness target says so, and
-folds sealed epochs of the changelog into the base table (merge-on-read, docs/pipeline.md).
+complete → each sink in turn (`batch_sinks`): dead letters, the stored history, ONE
+MERGE-ON-WRITE COMMIT into the table's base table, which records the offsets it covers (the
+stream restarts from those, so a batch is never applied twice), then the table's search index.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +23,8 @@ from changelake.apply import faults
 from changelake.apply.added_columns import AddedColumns
 from changelake.apply.batch_sinks import (
     AppliedBatch,
+    Base,
     BatchSink,
-    Changelog,
     DeadLetters,
     Events,
     History,
@@ -36,8 +32,6 @@ from changelake.apply.batch_sinks import (
     write_through,
 )
 from changelake.apply.batch_stats import BatchStats, add_change_stats
-from changelake.apply.compaction import Sealed
-from changelake.apply.compactor import Compactor
 from changelake.apply.key_change_guard import KeyChangeGuard
 from changelake.apply.table_columns import TableColumns
 from changelake.changelog.batch import Decoded, decode_batch
@@ -46,15 +40,15 @@ from changelake.changelog.plan import after_truncate, completed, latest_per_key
 from changelake.changelog.redelivery import as_position, highest
 from changelake.exceptions import ChangelakeError
 from changelake.lake.commits import CommitMeta, furthest
-from changelake.lake.layout import changelog_of
-from changelake.lake.table import commits, epoch_of, newest, read_table, truncate_of
-from changelake.sinks.changelog import ChangelogSink
+from changelake.lake.table import read_table, truncate_of
 from changelake.sinks.delta import DeltaSink, ErrorsSink
 from changelake.sinks.history import HistorySink, history_of
 from changelake.sinks.search import SearchSink
 from changelake.spark import held, job_group
 from changelake.tables import TableRef
 
+# A commit's count of the batches written into its table: the next batch's transaction version.
+WRITES = "writes"
 ONE_TASK_RECORDS = 20_000  # a table's batch of up to this many records is planned as one task
 
 
@@ -69,7 +63,7 @@ def record_fetcher(bootstrap: str, topic: str) -> Fetch:
 
 
 class TableApplier:
-    """Keeps one table's changelog in step with its topic, one batch at a time."""
+    """Keeps one table's base table in step with its topic, one batch at a time."""
 
     def __init__(
         self,
@@ -83,7 +77,6 @@ class TableApplier:
         schemas: Schemas,
         search: SearchSink | None = None,
         guard: KeyChangeGuard | None = None,
-        compactor: Compactor | None = None,
         added: AddedColumns | None = None,
     ):
         self.table, self.app_id, self.progress, self.run_dir = table, app_id, progress, run_dir
@@ -92,48 +85,33 @@ class TableApplier:
         self.fetch = record_fetcher(bootstrap, table.topic)
         self.schemas = schemas
         self.base = DeltaSink.of(spark, table, lake)
-        self.changelog = ChangelogSink(spark, changelog_of(self.base.path))
         self.history = (
             HistorySink(spark, history_of(self.base.path)) if table.keeps_history else None
         )
         errors = ErrorsSink(f"{lake.rstrip('/')}/_errors")
-        self.columns = TableColumns(spark, table, self.base, self.changelog, self.history, added)
+        self.columns = TableColumns(spark, table, self.base, self.history, added)
         self.dead_letters = DeadLetters(errors)
         self.sinks: list[BatchSink] = [self.dead_letters]
         if table.events:
             self.sinks.append(Events(self.base))
         else:
             self.sinks += [History(self.history)] if self.history is not None else []
-            self.sinks.append(Changelog(self.changelog))
+            self.sinks.append(Base(self.base, app_id))
             self.sinks += [Index(search, errors, table.topic)] if search is not None else []
         # Kept across batches, so a batch asks Delta and Kafka only for what is new: the last
         # commit (this applier makes every later one), the schema versions.
         self.previous: CommitMeta | None = None
         self.known: dict[int, Version] = {}
-        self.epoch = 0  # the changelog epoch batches append to; read from the commits at start
-        self.appended = 0  # the newest epoch an append went to (a seal covers it and older)
-        # The last batch ended whole (its index written too): a batch that failed after its
-        # append leaves the epoch unsealed, so a sealed epoch never holds what the index lacks.
-        self.whole = True
-        self.resumed = False  # epoch and dirty_since read from the commits
-        # When (time.monotonic) the oldest change no sealed epoch covers was committed at the
-        # source (None: the changelog holds none): the compactor's clock for this table's
-        # freshness target.
-        self.dirty_since: float | None = None
-        self.between_batches = threading.Lock()  # held while a batch applies: seals wait
-        if compactor is not None and not table.events:  # an event table has no changelog
-            compactor.register(self)
+        self.resumed = False  # `previous` read from the commits
 
     def apply_records(self, env: DataFrame, batch_id: int, stats: BatchStats) -> None:
         """Apply this table's records of a batch (`env`, cut into envelopes), whose offsets and
-        counts `stats` holds; seal the epoch if a compaction is due, and report."""
+        counts `stats` holds, and report."""
         # Its Spark jobs in a group of their own (named in Spark's UI), so the line can say how
         # many a table's batch took: each is a round of scheduling on the machine's few cores.
         context = self.spark.sparkContext
-        with self.between_batches, job_group(context, f"{self.table.name}: batch {batch_id}") as g:
-            self.whole = False
+        with job_group(context, f"{self.table.name}: batch {batch_id}") as g:
             stats = self.apply(env, stats)
-            self.whole = True
             stats.jobs = len(context.statusTracker().getJobIdsForGroup(g))
         self.progress(
             self.table.name,
@@ -144,49 +122,11 @@ class TableApplier:
             },
         )
 
-    def pending_since(self) -> float | None:
-        """When the oldest change no sealed epoch covers was committed (None: none); before the
-        commits were read, a time long past: a crashed run's epochs are sealed at once."""
-        return self.dirty_since if self.resumed else 0.0
-
-    def seal_between_batches(self, wait_s: float) -> Sealed | None:
-        """`seal`, from the compactor's thread: once the batch in flight, if any, has ended
-        (None if it runs longer than `wait_s`)."""
-        if not self.between_batches.acquire(timeout=wait_s):
-            return None
-        try:
-            return self.seal() if self.whole else None
-        finally:
-            self.between_batches.release()
-
-    def seal(self) -> Sealed | None:
-        """Close the epoch batches append to: later ones go to the next. Called between batches
-        (and only after a batch fully applied, its index included), so a sealed epoch is final
-        and holds nothing the index lacks. Returns the epoch and what it covers, if anything."""
-        if not self.resumed:
-            self.resume()
-        if self.dirty_since is None or self.previous is None:
-            self.dirty_since = None
-            return None
-        # The newest epoch appended to, not the one batches would append to next: that one may
-        # be a fresh epoch nothing went to yet (just resumed), which a restarted stream's new
-        # applier would pick again and append to while this seal's MERGE says it holds it.
-        sealed = Sealed(self.table, self.app_id, self.appended, self.previous)
-        self.epoch = max(self.epoch, self.appended + 1)
-        self.dirty_since = None
-        return sealed
-
     def resume(self) -> None:
-        """Where the commits say the table is: what it covers, and a fresh epoch to append to
-        (changes a crashed run appended and never compacted are sealed with the next one)."""
+        """Where the commits say the table is: what it covers, and its last write number."""
         for sink in self.sinks:
             sink.setup()
-        base_meta, log_meta = commits(self.spark, self.base.path)
-        self.previous = newest(base_meta, log_meta)
-        self.epoch = max(epoch_of(base_meta), epoch_of(log_meta)) + 1
-        self.appended = epoch_of(log_meta)
-        # A crashed run's changes not compacted: long overdue.
-        self.dirty_since = 0.0 if epoch_of(log_meta) > epoch_of(base_meta) else None
+        self.previous = self.base.latest()[1] if self.base.exists() else None
         self.resumed = True
 
     def apply(self, env: DataFrame, stats: BatchStats) -> BatchStats:
@@ -240,7 +180,7 @@ class TableApplier:
         with ExitStack() as held_rows:
             with stats.timed("complete"):
                 # Held for the batch's several reads; read from the table (`before`), cached
-                # rows would be planned again by the append to its changelog.
+                # rows would be planned again by the write into the base table.
                 complete = self._complete(rows, key, before)
                 rows = held_rows.enter_context(held(complete, before is not None))
             # Before any sink: the restart after a crash begins at the offsets the commit
@@ -251,7 +191,7 @@ class TableApplier:
                         stats.marks, stats.offsets, key, decoded.columns
                     )
             meta = self._meta(stats, previous, key)
-            self._write(AppliedBatch(decoded, stats, meta, self.epoch, rows, before))
+            self._write(AppliedBatch(decoded, stats, meta, _written(meta), rows, before))
         return stats
 
     def _events_batch(
@@ -264,17 +204,13 @@ class TableApplier:
         newest = highest(delivered, stats.max_position)
         if newest is not None:
             meta.extra["position"] = list(newest)
-        return AppliedBatch(decoded, stats, meta, self.epoch, delivered=delivered)
+        return AppliedBatch(decoded, stats, meta, _written(meta), delivered=delivered)
 
     def _write(self, batch: AppliedBatch) -> None:
         """The batch to each sink in turn; after the commit, the applier moves on."""
 
         def committed() -> None:
             self.previous = batch.meta
-            if not self.table.events:  # an event table has no changelog to compact
-                self.appended = batch.epoch
-                if self.dirty_since is None:
-                    self.dirty_since = _committed_at(batch.stats)
 
         def pause(point: str) -> None:
             faults.pause_if(point, self.table.name, self.run_dir)
@@ -282,9 +218,9 @@ class TableApplier:
         write_through(self.sinks, batch, committed, pause)
 
     def _before(self, stats: BatchStats) -> DataFrame | None:
-        """The table as of before the batch (read, as any reader does, base ⊕ changelog), when
-        the batch needs it: for placeholders still open, and a soft-deleting table's deletes.
-        One read, for the changelog's rows and the history's alike."""
+        """The table as of before the batch, when the batch needs it: for placeholders still
+        open, and a soft-deleting table's deletes. One read, for the base table's rows and the
+        history's alike."""
         soft = self.table.soft_delete
         if not stats.toasted and not (soft and stats.deletes):
             return None
@@ -314,7 +250,7 @@ class TableApplier:
         truncate = (previous.extra.get("truncate") if previous else None) or None
         if stats.truncate_lsn is not None:  # a truncate's lock orders it after every earlier one
             truncate = {"lsn": stats.truncate_lsn, "source_ts": stats.truncate_ts}
-        extra: dict[str, Any] = {"epoch": self.epoch}
+        extra: dict[str, Any] = {WRITES: _written(previous) + 1}
         if truncate:
             extra["truncate"] = truncate
         return CommitMeta(
@@ -322,19 +258,15 @@ class TableApplier:
         )
 
 
-def _committed_at(stats: BatchStats) -> float:
-    """When the batch's oldest change was committed at the source, on time.monotonic's clock
-    (now, if the batch carries no commit time or the clocks disagree)."""
-    if stats.min_source_ts is None:
-        return time.monotonic()
-    age = datetime.now(UTC) - datetime.fromisoformat(stats.min_source_ts)
-    return time.monotonic() - max(0.0, age.total_seconds())
+def _written(meta: CommitMeta | None) -> int:
+    """How many batches a commit says were written into its table (the snapshot: none)."""
+    return int(meta.extra.get(WRITES, 0)) if meta is not None else 0
 
 
 def _by_key(changes: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:
     """A small batch's changes in one partition by key: its newest change per key is found in
     one task and appended as one file, not one per shuffle partition (four tiny files a batch
-    cost the write's tasks, and every later read and compaction, more than one task saves)."""
+    cost the write's tasks, and every later read, more than one task saves)."""
     if stats.records > ONE_TASK_RECORDS or not key:
         return changes
     return changes.repartition(1, *key)
@@ -344,8 +276,7 @@ def _wiped_below(stats: BatchStats, previous: CommitMeta | None) -> int | None:
     """The LSN below which a change is wiped out: this batch's truncate or the newest one the
     table has recorded. On a topic of several partitions a change committed before a truncate
     can come in a later batch than the truncate (its partition read further behind); readers
-    skip it already, and it must not reach the changelog, from which compaction would put it
-    back into the base table."""
+    skip it already, and it must not reach the base table, where it would come back."""
     carried = truncate_of(previous)
     found = [n for n in (stats.truncate_lsn, carried.lsn if carried else None) if n is not None]
     return max(found) if found else None

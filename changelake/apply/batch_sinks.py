@@ -1,11 +1,11 @@
 """Where a table's batch goes: each of its sinks, in order, through one interface.
 
-A keyed table's batch goes to its dead letters, its stored history (if it keeps one), its
-changelog (THE commit: it records the offsets the batch covers, and the stream restarts from
-those) and then its search index (if it has one); an event table's, to its dead letters and its
-base table (its commit). Whatever a sink before the commit writes is harmless to write again
-(the restart after a crash replays the batch); the index, after it, is caught up from the
-changelog when a crash came in between (`reindex.catch_up`).
+A keyed table's batch goes to its dead letters, its stored history (if it keeps one), its base
+table (THE commit: one merge-on-write that records the offsets the batch covers, and the stream
+restarts from those) and then its search index (if it has one); an event table's, to its dead
+letters and its base table (an append, its commit). Whatever a sink before the commit writes is
+harmless to write again (the restart after a crash replays the batch); the index, after it, is
+caught up from the table's versions when a crash came in between (`reindex.catch_up`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from changelake.changelog.decode import OFFSET, PARTITION, TOASTED
 from changelake.changelog.plan import completed
 from changelake.changelog.redelivery import POSITION, Position, first_deliveries
 from changelake.lake.commits import CommitMeta
-from changelake.sinks.changelog import ChangelogSink
+from changelake.lake.table import truncate_of
 from changelake.sinks.delta import DeltaSink, ErrorsSink
 from changelake.sinks.history import HistorySink
 from changelake.sinks.search import SearchSink, rejected_frame
@@ -36,7 +36,7 @@ class AppliedBatch:
     decoded: Decoded
     stats: BatchStats  # counts, and where the time went; sinks add what they wrote
     meta: CommitMeta  # what the commit records: offsets covered, highest LSN, the key
-    epoch: int  # the changelog epoch the batch appends to
+    version: int  # the table's write number: the commit's transaction version (see `Base`)
     rows: DataFrame | None = None  # newest change per key, complete (a keyed table's)
     before: DataFrame | None = None  # the table before the batch, when the batch needs it
     delivered: Position | None = None  # an event table's: the newest position already written
@@ -122,20 +122,24 @@ class History:
         self.history.append(rows)
 
 
-class Changelog:
-    """The batch's newest change per key, appended in its epoch: the commit."""
+class Base:
+    """The batch's newest change per key (and its truncate) into the base table, in one
+    merge-on-write commit: the commit. Its transaction is named (the run's application id, the
+    table's write number), so a second writer repeating the same write skips it whole."""
 
-    step, commits = "append", True
+    step, commits = "write", True
 
-    def __init__(self, changelog: ChangelogSink) -> None:
-        self.changelog = changelog
+    def __init__(self, base: DeltaSink, app_id: str) -> None:
+        self.base, self.app_id = base, app_id
 
     def setup(self) -> None:
-        self.changelog.keep_properties()
+        pass
 
     def write(self, batch: AppliedBatch) -> None:
         assert batch.rows is not None
-        self.changelog.append(batch.rows, batch.epoch, batch.meta)
+        truncate = truncate_of(batch.meta) if batch.stats.truncate_lsn is not None else None
+        rows = batch.rows.drop(PARTITION, OFFSET)
+        self.base.write_changes(rows, batch.key, truncate, batch.meta, self.app_id, batch.version)
 
 
 class Index:

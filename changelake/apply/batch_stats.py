@@ -32,7 +32,6 @@ class BatchStats:
     deletes: int = 0
     max_lsn: int = 0
     max_source_ts: str | None = None
-    min_source_ts: str | None = None  # the batch's oldest change: when the compactor must act
     offsets: dict[str, int] = field(default_factory=dict)
     indexed: int = 0
     stale: int = 0  # documents OpenSearch already held at a newer version
@@ -83,7 +82,7 @@ def record_stats(env: DataFrame) -> dict[str, BatchStats]:
 
 
 def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
-    """Everything the append, the commit metadata and the dead letters need from the decoded
+    """Everything the write, the commit metadata and the dead letters need from the decoded
     rows, in one aggregation over the cached rows (good and bad alike)."""
     stats.bad += decoded.unresolved
     if decoded.rows is None:
@@ -99,7 +98,6 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
         F.count(F.when(~good | F.col(NOTE).isNotNull(), True)),  # each a dead letter
         F.count(F.when(good & (F.col(OP) == "d"), True)),
         F.date_format(F.max_by(F.col(SOURCE_TS), F.when(truncate, F.col(LSN))), _ISO),
-        F.date_format(F.min(F.when(good, F.col(SOURCE_TS))), _ISO),
         F.count(F.when(truncate, True)),
         # An event table's rows carry where Debezium read them; a keyed table's do not.
         F.max(F.when(good, F.col(POSITION))) if POSITION in decoded.rows.columns else F.lit(None),
@@ -110,7 +108,6 @@ def add_change_stats(stats: BatchStats, decoded: Decoded) -> BatchStats:
     stats.max_source_ts = agg[4]  # ISO 8601 in UTC (the session's zone)
     stats.bad += int(agg[5])
     stats.deletes, stats.truncate_ts = int(agg[6]), agg[7]
-    stats.min_source_ts = agg[8]
-    stats.truncates = int(agg[9])
-    stats.max_position = as_position(agg[10])
+    stats.truncates = int(agg[8])
+    stats.max_position = as_position(agg[9])
     return stats

@@ -58,8 +58,8 @@ def batch_session(spark: SparkSession) -> SparkSession:
     """The session a stream's batches run in: the pipeline's, without adaptive query execution.
     A batch is a few small queries per table; AQE runs each shuffle as a job of its own and
     plans again after it, which cost more than it saved (a round of four tables' few hundred
-    changes: 7.3 s with it, 5.7 s without, medians of five). Compaction's large MERGEs keep it
-    in the pipeline's own session."""
+    changes: 7.3 s with it, 5.7 s without, medians of five). The views' rounds, continuous
+    verification and queries keep it in the pipeline's own session."""
     session = spark.newSession()
     session.conf.set("spark.sql.adaptive.enabled", "false")
     return session

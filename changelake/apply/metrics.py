@@ -1,6 +1,6 @@
 """A streaming run's Prometheus metrics (`run --metrics-port`), read from the run's own state at
 each scrape: per table its state, batches, changes, dead letters, applied LSN, last batch's time
-and freshness and its base table's lag; compaction rounds; per connector its tasks' states, and
+and freshness; per connector its tasks' states, and
 per replication slot the WAL Postgres keeps for it. Nothing is counted twice: the figures are the
 ones the run's log lines and `status` give.
 
@@ -10,10 +10,9 @@ error); the run never fails for its metrics.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -29,16 +28,6 @@ from changelake.capture.source import Source
 GAUGED_STATES = [s for s in TableState if s is not TableState.STOPPED_BY_REQUEST]
 
 
-class Compaction(Protocol):
-    @property
-    def round_s(self) -> float:
-        """A round's smoothed length."""
-
-    @property
-    def failed(self) -> Mapping[str, object]:
-        """The tables whose compaction failed, retried later."""
-
-
 class RunMetrics(Collector):
     """`connectors`: Connect's report of each connector and its tasks (`connectors status`);
     `slots`: each replication slot the run's tables are read through, and its database;
@@ -48,32 +37,16 @@ class RunMetrics(Collector):
     def __init__(
         self,
         jobs: Mapping[str, TableJob],
-        compaction: Compaction,
         connectors: Callable[[], Mapping[str, Any]],
         slots: Callable[[], Mapping[str, Source]],
         stalled: Callable[[], Mapping[str, Stall]] = dict,
     ):
-        self.jobs, self.compaction, self.connectors, self.slots = (
-            jobs,
-            compaction,
-            connectors,
-            slots,
-        )
+        self.jobs, self.connectors, self.slots = jobs, connectors, slots
         self.stalled = stalled
         self.scrape_errors = 0
 
     def collect(self) -> Iterable[Metric]:
         yield from self._tables(dict(self.jobs))
-        round_s = GaugeMetricFamily(
-            "changelake_compaction_round_seconds", "How long a compaction round takes (smoothed)"
-        )
-        round_s.add_metric([], self.compaction.round_s)
-        yield round_s
-        failing = GaugeMetricFamily(
-            "changelake_compaction_failing_tables", "Tables whose last compaction failed"
-        )
-        failing.add_metric([], len(self.compaction.failed))
-        yield failing
         yield from self._connectors()
         yield self._stalls()
         yield from self._slots()
@@ -100,17 +73,10 @@ class RunMetrics(Collector):
             "changelake_table_last_batch_seconds", "How long the last batch took", labels=table
         )
         fresh = GaugeMetricFamily(
-            "changelake_table_changelog_freshness_seconds",
-            "How old the last batch's newest change was when it was appended (query, readers "
-            "of base and changelog)",
+            "changelake_table_freshness_seconds",
+            "How old the last batch's newest change was when its commit made it readable",
             labels=table,
         )
-        base = GaugeMetricFamily(
-            "changelake_table_base_lag_seconds",
-            "How long the oldest change not yet in the base table has waited (0: none waits)",
-            labels=table,
-        )
-        now = time.monotonic()
         stalled = self.stalled()
         for name, job in sorted(jobs.items()):
             shown = shown_state(job, stalled.get(name))["state"]
@@ -126,9 +92,7 @@ class RunMetrics(Collector):
                 if newest and job.counted_at:
                     committed = datetime.fromisoformat(str(newest)).timestamp()
                     fresh.add_metric([name], max(0.0, job.counted_at - committed))
-            waiting = getattr(job.applier, "dirty_since", None)
-            base.add_metric([name], max(0.0, now - waiting) if waiting else 0.0)
-        yield from (state, batches, changes, dead, lsn, batch_s, fresh, base)
+        yield from (state, batches, changes, dead, lsn, batch_s, fresh)
 
     def _connectors(self) -> Iterable[Metric]:
         tasks = GaugeMetricFamily(

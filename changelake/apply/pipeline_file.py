@@ -1,4 +1,4 @@
-"""The run's state file, `<run dir>/pipeline.json`: its pid, freshness target, views file and
+"""The run's state file, `<run dir>/pipeline.json`: its pid, views file and
 each table's state. The run writes it at every change of a table's state; `status`, `verify` and
 a container's healthcheck read it, believing it only while the pid it names runs."""
 
@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from changelake import jsonfile
-from changelake.apply.run_options import DEFAULTS
 from changelake.capture.capture_health import Stall
 from changelake.settings import Settings
 
@@ -52,19 +51,17 @@ def write_state(
     path: Path,
     started: str,
     jobs: Mapping[str, Stated],
-    target_s: float,
     views_file: Path,
     ended: bool = False,
     stalled: Mapping[str, Stall] | None = None,
 ) -> None:
     """The run's state for `status`; `ended`: the run is over (no pid: a process that ran it
-    in-process and lives on is not a running pipeline). `target_s`: its freshness target;
-    `views_file`: the views.json it maintains views from (verify names it when a view lags);
-    `stalled`: per table whose connector captures nothing, why."""
+    in-process and lives on is not a running pipeline); `views_file`: the views.json it
+    maintains views from (verify names it when a view lags); `stalled`: per table whose
+    connector captures nothing, why."""
     doc = {
         "pid": None if ended else os.getpid(),
         "started": started,
-        "freshness_target_s": target_s,
         "views_file": str(views_file.resolve()),  # read by verify, maybe from elsewhere
         "tables": {n: shown_state(j, (stalled or {}).get(n)) for n, j in jobs.items()},
     }
@@ -88,18 +85,15 @@ def pipeline_state(settings: Settings) -> tuple[dict[str, Any], dict[str, dict[s
     pid = doc.get("pid") if isinstance(doc, dict) else None
     if not isinstance(pid, int) or not _alive(pid):
         return {"running": False, "pid": None, "started": None}, {}
-    target = doc.get("freshness_target_s")
     states = {
         str(name): {"state": str(t.get("state", "unknown")), "error": t.get("error")}
         for name, t in (doc.get("tables") or {}).items()
         if isinstance(t, dict)
     }
-    target_s = float(target) if isinstance(target, int | float) else DEFAULTS.freshness_target_s
     return {
         "running": True,
         "pid": pid,
         "started": doc.get("started"),
-        "freshness_target_s": target_s,
         "views_file": doc.get("views_file"),
     }, states
 

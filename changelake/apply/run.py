@@ -1,6 +1,5 @@
 """`changelake run`: snapshot each table from its topic, then stream its changes into Delta: each
-batch appended to the table's changelog, sealed epochs compacted into its base table beside
-the stream (merge-on-read, docs/pipeline.md).
+batch written into the table's base table by one merge-on-write commit (docs/pipeline.md).
 
 One streaming query per connector, reading all its tables' topics: each batch is split by table
 (`connector_batch`), so a round costs one Kafka read and one set of jobs per table with changes,
@@ -55,10 +54,10 @@ RESTART_DELAYS_S = (2.0, 5.0, 15.0, 60.0)  # after a failure that is not the tab
 DISCOVER_EVERY_S = 15.0  # how often a streaming run re-reads connectors/*.json for new tables
 SUMMARY_EVERY_S = 60.0  # how often a streaming run prints where every table stands
 STOP_WAIT_S = 60.0  # how long stopping a stream waits for its batch in flight
-# The longest a stopping run of one connector takes: its compaction and views rounds get
-# GRACE_S each, its stream STOP_WAIT_S, then cancelling and Spark's own stop. A supervisor must
-# wait longer before it kills (docker-compose.yml's stop_grace_period).
-STOP_WITHIN_S = 2 * GRACE_S + STOP_WAIT_S + 30.0
+# The longest a stopping run of one connector takes: its views round gets GRACE_S, its stream
+# STOP_WAIT_S, then cancelling and Spark's own stop. A supervisor must wait longer before it
+# kills (docker-compose.yml's stop_grace_period).
+STOP_WITHIN_S = GRACE_S + STOP_WAIT_S + 30.0
 ONCE_ATTEMPTS = 3  # a --once run gives a failing table this many tries, then reports it
 Discover = Callable[[], list[TableRef]]
 
@@ -140,7 +139,6 @@ class Pipeline:
             self._schemas(ref),
             self._search(job),
             KeyChangeGuard(ref, kafka, self._dsn(ref), self.out),
-            None if self.options.once else self.background.compactor,  # --once compacts as it ends
             AddedColumns(ref, lambda: self._dsn(ref), self.out, kafka, self.resends),
         )
         return Member(job.applier)
@@ -258,7 +256,6 @@ class Pipeline:
             self.settings.run_dir / PIPELINE_FILE,
             self.started_at,
             self.jobs,
-            self.options.freshness_target_s,
             views_config_path(self.settings),
             ended,
             self.capture.stalled(),
@@ -327,7 +324,9 @@ class Pipeline:
                     self._periodic()
                 time.sleep(0.2)
             if self.options.once and not self.stopping:
-                self.background.finish(self.jobs.values())
+                self.background.finish(
+                    j.ref for j in self.jobs.values() if j.state == TableState.DONE
+                )
         finally:  # an error leaves no query running in a session the caller may keep
             self._stop_all()
             self._write_state(ended=True)

@@ -11,9 +11,6 @@ class RunOptions:
     once: bool = False
     resnapshot: tuple[str, ...] = ()
     trigger_seconds: float = 1.0  # the micro-batch interval (a longer batch is followed at once)
-    # A streaming run keeps each base table within this many seconds of its source (when the
-    # machine can fold the changes that fast), whether or not more changes follow.
-    freshness_target_s: float = 15.0
     # How long a streaming run rests between rounds that bring its aggregate views up to date (a
     # round costs seconds of both cores on a small machine, whatever few changes it takes).
     views_seconds: float = 30.0

@@ -2,7 +2,7 @@
 
 The topic's end offsets are taken first; everything up to them is read in one batch, records a
 later truncate wiped out are dropped, the newest change per key kept and deleted keys dropped. The
-table is created by a single append whose commit records those end offsets, so the changelog
+table is created by a single append whose commit records those end offsets, so the change
 stream starts at exactly the next record.
 """
 

@@ -1,7 +1,7 @@
-"""A keyed table's columns kept in step with its events, before a batch appends: the base table
-made on the first change when no snapshot made it, the changelog's (and the stored history's)
-columns brought up to the events' (the compactor brings the base table's), and, for columns
-added with values in rows already here, those rows asked for again (`added_columns`)."""
+"""A keyed table's columns kept in step with its events, before a batch writes: the base table
+made on the first change when no snapshot made it, its columns (and the stored history's)
+brought up to the events', and, for columns added with values in rows already here, those rows
+asked for again (`added_columns`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from changelake.changelog.batch import Decoded
 from changelake.changelog.evolution import reconcile
 from changelake.lake.commits import CommitMeta
 from changelake.lake.layout import META_COLUMNS
-from changelake.sinks.changelog import ChangelogSink
 from changelake.sinks.delta import DeltaSink, evolve
 from changelake.sinks.history import HistorySink
 from changelake.tables import TableRef
@@ -26,18 +25,17 @@ class TableColumns:
         spark: SparkSession,
         table: TableRef,
         base: DeltaSink,
-        changelog: ChangelogSink,
         history: HistorySink | None,
         added: AddedColumns | None,
     ) -> None:
         self.spark, self.table, self.added = spark, table, added
-        self.base, self.changelog, self.history = base, changelog, history
+        self.base, self.history = base, history
         # Kept across batches, so a batch asks Delta only when the columns change.
         self.stored: T.StructType | None = None  # None: not read yet, or the table is changing
 
     def prepare(self, decoded: Decoded, previous: CommitMeta | None, key: tuple[str, ...]) -> None:
-        """Create the base table on the first change if no snapshot did, and bring the
-        changelog's columns up to the events' (the compactor brings the base table's)."""
+        """Create the base table on the first change if no snapshot did, and bring its
+        columns up to the events'."""
         if self.stored is None:
             if not self.base.exists():
                 empty = decoded.changes.limit(0) if decoded.changes is not None else None
@@ -46,8 +44,7 @@ class TableColumns:
                 meta = CommitMeta("create", self.table.topic, {}, 0, None, key)
                 self.base.create(empty.select(*columns, *META_COLUMNS), meta)
                 return
-            exists = self.changelog.exists()
-            self.stored = (self.changelog if exists else self.base).data_schema()
+            self.stored = self.base.data_schema()
         evolution = reconcile(
             self.table.name,
             self.stored,
@@ -59,8 +56,7 @@ class TableColumns:
             if evolution.add and self.added is not None:  # rows already here lack their values
                 self.added.resend([f.name for f in evolution.add])
             self.stored = None  # read back after the change, as Delta stored it
-            if self.changelog.exists():  # else the first append creates it with these columns
-                evolve(self.spark, self.changelog.path, evolution)
+            self.base.evolve(evolution)
             if self.history is not None and self.history.exists():  # by its own columns
                 stored = self.history.data_schema()
                 evolve(

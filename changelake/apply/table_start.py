@@ -19,7 +19,7 @@ from changelake.lake.table import covered
 from changelake.settings import Settings
 from changelake.sinks.delta import DeltaSink
 from changelake.tables import TableRef
-from changelake.views.table_histories import forget_changes, start_history
+from changelake.views.table_histories import forget_changes, retire_changelog, start_history
 
 Out = Callable[[str], None]
 EARLIEST = -2  # Spark's startingOffsets for a partition the table has applied nothing of
@@ -39,10 +39,11 @@ def prepare_table(
     lake = settings.lake
     sink = DeltaSink.of(spark, ref, lake)
     if resnapshot:
-        out(f"{ref.name}: dropping the derived table and its changelog to re-snapshot")
+        out(f"{ref.name}: dropping the derived table to re-snapshot")
         lakefs.delete(spark, ref.path(lake))
         forget_changes(spark, ref, lake)
     if sink.exists():
+        retire_changelog(spark, ref, lake, out)
         start_history(spark, ref, lake, out)
         return False
     forget_changes(spark, ref, lake)

@@ -1,6 +1,6 @@
 """Where a streaming run's time went, read back from its own log: each table batch's line says
-how long its phases took (`[records 1.2, decode 0.8, …]`, timed from the round's start), each
-compaction's line how long it took, and each continuous verification pass how long it took and
+how long its phases took (`[records 1.2, decode 0.8, …]`, timed from the round's start), and
+each continuous verification pass how long it took and
 how much of that it worked. Pure parsing, so the published figures are unit-tested.
 """
 
@@ -19,11 +19,6 @@ _BATCH = re.compile(
     rf"^{PREFIX}(?P<table>[\w.]+): batch (?P<batch>\d+): (?P<changes>[\d,]+) changes from .*"
     r" in (?P<seconds>[\d.]+)s \(.*?(?:, (?P<jobs>\d+) Spark jobs)? \[(?P<phases>[^\]]*)\]\s*$"
 )
-_COMPACTED = re.compile(
-    rf"^{PREFIX}(?P<table>[\w.]+): compacted changelog epochs through \d+ into the base table"
-    r" in (?P<seconds>[\d.]+)s"
-)
-
 _VERIFIED = re.compile(
     rf"^{PREFIX}(?P<table>[\w.]+): verified (?P<rows>[\d,]+) rows against the source in a pass"
     r" of (?P<seconds>[\d.]+)s \((?P<work>[\d.]+)s of work\)"
@@ -40,9 +35,6 @@ class RoundFigures(TypedDict):
     jobs_p50: float | None  # Spark jobs per table batch (lines before they were counted: None)
     phases_p50: dict[str, float]  # per phase, over the table batches it took any time in
     phase_batches: dict[str, int]  # how many those were
-    compactions: int
-    compaction_s_p50: float | None
-    compaction_s_total: float
     verify_passes: int  # continuous verification's complete passes over a table
     verify_pass_s_max: float | None  # the longest, from its first step to its last
     verify_work_s: float  # its steps' seconds in all, passes complete or not
@@ -51,13 +43,13 @@ class RoundFigures(TypedDict):
 
 
 def round_figures(lines: Iterable[str]) -> RoundFigures | None:
-    """The figures of every batch and compaction line in `lines`; None without a batch line."""
+    """The figures of every batch and verification line in `lines`; None without a batch
+    line."""
     rounds: dict[tuple[int, int], float] = defaultdict(float)
     restarts = last = 0  # a restarted query numbers its batches from 0 again
     changes: list[float] = []
     jobs: list[float] = []
     phases: dict[str, list[float]] = defaultdict(list)
-    compactions: list[float] = []
     passes: list[tuple[float, float]] = []  # (pass seconds, work seconds)
     resent = 0
     worked: list[tuple[int, float]] = []  # (rows, work seconds) of each run that stopped
@@ -73,8 +65,6 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
                 name, _, value = part.rpartition(" ")
                 if float(value) > 0:  # a phase with nothing to do (no index) shows 0.0
                     phases[name].append(float(value))
-        elif compacted := _COMPACTED.match(line):
-            compactions.append(float(compacted["seconds"]))
         elif verified := _VERIFIED.match(line):
             passes.append((float(verified["seconds"]), float(verified["work"])))
         elif work := _WORKED.match(line):
@@ -91,9 +81,6 @@ def round_figures(lines: Iterable[str]) -> RoundFigures | None:
         jobs_p50=median(jobs) if jobs else None,
         phases_p50={name: median(values) for name, values in phases.items()},
         phase_batches={name: len(values) for name, values in phases.items()},
-        compactions=len(compactions),
-        compaction_s_p50=median(compactions) if compactions else None,
-        compaction_s_total=sum(compactions),
         verify_passes=len(passes),
         verify_pass_s_max=max((p for p, _ in passes), default=None),
         # A run that stopped says what it did in all, its passes included; a run that did not
@@ -111,12 +98,11 @@ def rounds_section(figures: RoundFigures | None) -> list[str]:
     phases = sorted(figures["phases_p50"].items(), key=lambda item: -item[1])
     counts = figures["phase_batches"]
     rows = "\n".join(f"| {name} | {seconds:.2f} | {counts[name]:,} |" for name, seconds in phases)
-    compaction = figures["compaction_s_p50"]
     return [
         "## Where a round's time goes",
         f"During the sustained load the connector's query ran {figures['rounds']:,} rounds with "
         f"changes; a round took {figures['round_s_p50']:.1f} s (median, from its start to its "
-        f"slowest table's changelog commit). Its {figures['table_batches']:,} table batches "
+        f"slowest table's commit). Its {figures['table_batches']:,} table batches "
         f"held {figures['changes_p50']:,.0f} changes each (median)"
         + (
             f" and ran {figures['jobs_p50']:.0f} Spark jobs each (median, the round's shared "
@@ -128,10 +114,7 @@ def rounds_section(figures: RoundFigures | None) -> list[str]:
         "seconds over the table batches that spent any time in it (`records` is the round's one "
         "read and count, shared by its tables; the tables run side by side):",
         f"| phase | seconds | table batches |\n| --- | --- | --- |\n{rows}",
-        f"Compactions: {figures['compactions']:,}, "
-        + (f"{compaction:.1f} s each (median), " if compaction is not None else "")
-        + f"{figures['compaction_s_total']:.0f} s in all, beside the rounds."
-        + _verify_sentence(figures),
+        *([sentence] if (sentence := _verify_sentence(figures)) else []),
     ]
 
 
@@ -141,7 +124,7 @@ def _verify_sentence(figures: RoundFigures) -> str:
         return ""
     longest = figures["verify_pass_s_max"]
     return (
-        f" Continuous verification (`run --verify-share`, its default) completed "
+        f"Continuous verification (`run --verify-share`, its default) completed "
         f"{figures['verify_passes']:,} passes over a table"
         + (f", the longest in {longest:.0f} s" if longest is not None else "")
         + f", working {figures['verify_work_s']:.0f} s in all (its steps' wall time, an upper "

@@ -115,8 +115,6 @@ class StepDict(TypedDict):
     achieved_transactions: float | None
     freshness_p50: NotRequired[float | None]  # of the changes committed during the step
     freshness_p99: NotRequired[float | None]
-    base_p50: NotRequired[float | None]  # their freshness in the base tables alone
-    base_p99: NotRequired[float | None]
 
 
 @dataclass(frozen=True)
@@ -132,8 +130,6 @@ class StepResult:
     achieved_transactions: float | None = None
     freshness_p50: float | None = None  # of the changes committed during the step (s)
     freshness_p99: float | None = None
-    base_p50: float | None = None  # the same changes' freshness in the base tables alone (s)
-    base_p99: float | None = None
 
     def as_dict(self) -> StepDict:
         return StepDict(
@@ -144,8 +140,6 @@ class StepResult:
             achieved_transactions=self.achieved_transactions,
             freshness_p50=self.freshness_p50,
             freshness_p99=self.freshness_p99,
-            base_p50=self.base_p50,
-            base_p99=self.base_p99,
         )
 
 

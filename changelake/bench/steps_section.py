@@ -24,10 +24,6 @@ def _steps_table(steps: Sequence[Mapping[str, Any]]) -> str:
     ]
     header = ["target transactions/s", "achieved transactions/s", "row changes/s", "lag bounded"]
     header += ["freshness to Delta p50 (s)", "p99 (s)"]
-    if any(s.get("base_p50") is not None for s in steps):  # reports before it lack it
-        for row, s in zip(rows, steps, strict=True):
-            row += [md.cell(s.get("base_p50"), md.seconds), md.cell(s.get("base_p99"), md.seconds)]
-        header += ["in the base tables p50 (s)", "p99 (s)"]
     return md.table(header, rows) + _steps_caveat(steps) + _between_note(steps)
 
 

@@ -136,24 +136,19 @@ def judged_by_freshness(
     seen: Sequence[tuple[int, float]],
     step_s: float,
     max_lag_s: float,
-    base_seen: Sequence[tuple[int, float]] = (),
 ) -> StepResult:
     """The step's result with the freshness of the changes committed during it, marked not
     bounded when one of them waited longer than `max_lag_s` to reach Delta. Its commits alone
     cannot show a stall that lands just after the step: the changes it leaves behind can.
-    `seen` is (commit ms, freshness s) per change; `base_seen` the same in the base tables."""
+    `seen` is (commit ms, freshness s) per change."""
     end_ms = step.started_ms + step_s * 1000
     during = [f for at, f in seen if step.started_ms <= at <= end_ms]
     figures = percentiles(during, (50, 99)) if during else {}
-    in_base = [f for at, f in base_seen if step.started_ms <= at <= end_ms]
-    base = percentiles(in_base, (50, 99)) if in_base else {}
     return replace(
         step.result,
         bounded=step.result.bounded and max(during, default=0.0) <= max_lag_s,
         freshness_p50=figures.get("p50"),
         freshness_p99=figures.get("p99"),
-        base_p50=base.get("p50"),
-        base_p99=base.get("p99"),
     )
 
 

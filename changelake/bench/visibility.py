@@ -18,7 +18,6 @@ from typing import Any
 
 from changelake import kafka_io
 from changelake.bench.stats import summarize
-from changelake.lake.layout import changelog_of
 
 
 @dataclass(frozen=True)
@@ -76,22 +75,9 @@ def commits(table_path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def delta_commits(table_path: Path) -> list[Visible]:
-    """Every commit that records how far it applied, of the base table and of its changelog
-    (a change is queryable from its append on: readers see base ⊕ changelog)."""
-    both = [*commits(table_path), *changelog_commits(table_path)]
-    return [Visible(at, int(m["max_lsn"])) for at, m in both if "max_lsn" in m]
-
-
-def base_commits(table_path: Path) -> list[Visible]:
-    """The commits of the base table alone (its snapshot and compactions): when a change
-    reaches a reader that knows nothing of the changelog."""
+    """Every commit of the table that records how far it applied: a change is visible to every
+    reader, `changelake query` and outside ones alike, from the first that reaches it."""
     return [Visible(at, int(m["max_lsn"])) for at, m in commits(table_path) if "max_lsn" in m]
-
-
-def changelog_commits(table_path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """`commits` of the base table's changelog (none before its first append)."""
-    log = Path(changelog_of(str(table_path)))
-    return list(commits(log)) if (log / "_delta_log").is_dir() else []
 
 
 def topic_changes(bootstrap: str, topic: str, start: dict[int, int]) -> list[Change]:
@@ -113,9 +99,9 @@ def ends_of(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def last_offsets(table: Path) -> dict[int, int]:
-    """Per partition, the next offset the table's commits (base and changelog) have applied."""
+    """Per partition, the next offset the table's commits have applied."""
     offsets: dict[int, int] = {}
-    for _, meta in [*commits(table), *changelog_commits(table)]:
+    for _, meta in commits(table):
         for p, o in (meta.get("offsets") or {}).items():
             offsets[int(p)] = max(int(o), offsets.get(int(p), 0))
     return offsets
@@ -125,7 +111,7 @@ def commit_lags(table_path: Path) -> list[tuple[int, float]]:
     """(commit time ms, seconds by which its newest change was already old): the table's lag as
     each commit left it."""
     lags = []
-    for at, meta in changelog_commits(table_path):
+    for at, meta in commits(table_path):
         if meta.get("kind") == "apply" and meta.get("max_source_ts"):
             newest = datetime.fromisoformat(str(meta["max_source_ts"]).replace("Z", "+00:00"))
             lags.append((at, max(0.0, at / 1000 - newest.timestamp())))
@@ -154,13 +140,11 @@ def freshness_figures(
     ends: Mapping[str, dict[int, int]],
     index: Mapping[str, list[Visible]],
     say: Callable[[str], None],
-) -> tuple[dict[str, Any], list[tuple[int, float]], list[tuple[int, float]]]:
+) -> tuple[dict[str, Any], list[tuple[int, float]]]:
     """The freshness of every change in each topic of `tables` (topic → its base table) after
-    `ends`, summarized: queryable (`delta`: base ⊕ changelog), in the base table alone
-    (`base`), searchable (`search`, from the `index` moments by topic); and (commit ms,
-    freshness s) of every change seen, to Delta and to the base tables."""
+    `ends`, summarized: in Delta (`delta`), searchable (`search`, from the `index` moments by
+    topic); and (commit ms, freshness s) of every change seen."""
     search: list[float] = []
-    base_seen: list[tuple[int, float]] = []
     seen: list[tuple[int, float]] = []
     unseen = 0
     for topic, table in tables.items():
@@ -168,16 +152,12 @@ def freshness_figures(
         covered = freshness_of(changes, delta_commits(table))
         seen += [(c.committed_ms, seconds) for c, seconds in covered]
         unseen += len(changes) - len(covered)
-        in_base = freshness_of(changes, base_commits(table))
-        base_seen += [(c.committed_ms, seconds) for c, seconds in in_base]
         if moments := index.get(topic):
             search += freshness_s(changes, moments)
     say(f"bench: freshness from {len(seen):,} changes ({unseen:,} not yet visible)")
     delta = [seconds for _, seconds in seen]
-    base = [seconds for _, seconds in base_seen]
     figures = {
         "delta": summarize(delta).as_dict() if delta else None,
         "search": summarize(search).as_dict() if search else None,
-        "base": summarize(base).as_dict() if base else None,
     }
-    return figures, seen, base_seen
+    return figures, seen

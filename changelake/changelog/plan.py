@@ -1,5 +1,4 @@
-"""Change planning: a batch of change rows → the one change per key the changelog (and, at
-compaction, the base table) takes.
+"""Change planning: a batch of change rows → the one change per key the base table takes.
 
 Pure DataFrame-in, DataFrame-out. Ordering is per key by (LSN, partition, offset): row locks make
 a key's changes reach the WAL in commit order, so the newest LSN is the newest state.
@@ -22,7 +21,7 @@ _POSITION = (LSN, OP, SOURCE_TS, PARTITION, OFFSET, TOASTED, TX)
 @dataclass(frozen=True)
 class Truncate:
     """The newest truncate a table has seen: every row and change before it is wiped. Kept in
-    commit metadata, so neither a read nor a compaction needs a job to find it."""
+    commit metadata, so neither a read nor a write needs a job to find it."""
 
     lsn: int
     source_ts: datetime | None

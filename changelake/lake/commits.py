@@ -83,3 +83,16 @@ def latest_commit(spark: SparkSession, path: str) -> tuple[int, CommitMeta | Non
         if meta is not None:
             return version, meta
     return version, None
+
+
+def version_covering(spark: SparkSession, path: str, lsn: int, newest: int) -> int | None:
+    """The newest version at or before `newest` whose table holds every change up to `lsn` and
+    none after: its commit's highest LSN is `lsn` or lower (commits without changelake's
+    metadata, OPTIMIZE's, change no row and are passed over). None: none in the LOOK_BACK
+    commits before `newest`."""
+    for v in range(newest, max(-1, newest - LOOK_BACK), -1):
+        info = delta_log.commit_info(spark, path, v)
+        meta = CommitMeta.parse(info.get("userMetadata")) if info else None
+        if meta is not None and meta.max_lsn <= lsn:
+            return v
+    return None

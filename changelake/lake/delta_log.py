@@ -1,11 +1,11 @@
 """A Delta table's newest version and commit information, read from its `_delta_log` files.
 
-`DeltaTable.history()` answers the same with a Spark job over the last commits (0.3 to 2.5 s on a
-busy pipeline); every reader of a table asks it twice (base table and changelog), and the running
-pipeline asks it whenever it serves a new version to queries. Commit files are what Delta itself
-reads: `_last_checkpoint` says where the newest checkpoint is, the commits after it are found by
-probing `<version>.json` upwards (`last_present`), and a commit's `commitInfo` line holds its
-userMetadata and operation metrics.
+`DeltaTable.history()` answers the same with a Spark job over the last commits (0.3 to 2.5 s on
+a busy pipeline); every reader of a table asks it, and the running pipeline asks it whenever it
+serves a new version to queries. Commit files are what Delta itself reads: `_last_checkpoint`
+says where the newest checkpoint is, the commits after it are found by probing `<version>.json`
+upwards (`last_present`), and a commit's `commitInfo` line holds its userMetadata and operation
+metrics.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def newest_version(spark: SparkSession, path: str, known: int = -1) -> int:
 def last_present(present: Callable[[int], bool], start: int) -> int:
     """The last version `present` says is there, of the run of consecutive versions that
     continues `start` (present, or -1). Commits after a checkpoint are consecutive, and a
-    long-lived table may be hundreds past one (a changelog checkpoints seldom): steps doubling
+    long-lived table may be hundreds past one (a base table checkpoints seldom): steps doubling
     until one is missing, then halving back, take ~2 log2(n) probes rather than n."""
     found, step = start, 1
     while present(found + step):

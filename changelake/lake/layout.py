@@ -1,6 +1,5 @@
 """Where a table's parts live and what changelake adds to a table's columns: the base table at
-`<lake>/<prefix>/<schema>/<table>`, its changelog beside it under `_changelog`, the columns that
-say which change a row holds, and the epoch a changelog row was appended in."""
+`<lake>/<prefix>/<schema>/<table>`, and the columns that say which change a row holds."""
 
 from __future__ import annotations
 
@@ -15,18 +14,19 @@ DELETED, DELETED_AT = "_cdc_deleted", "_cdc_deleted_at"
 META_COLUMNS = (LSN, OP, SOURCE_TS)
 SOFT_COLUMNS = (DELETED, DELETED_AT)
 EVENT_COLUMNS = (PARTITION, OFFSET)  # an event table's rows say where each change came from
-EPOCH = "_cdc_epoch"
-# Table properties of the tables written every round (changelogs, stored histories, base tables).
+# Table properties of the tables written every batch (stored histories, base tables).
 # Delta writes a checkpoint (the table's whole state, as Parquet) inside every tenth commit by
 # default: that stalled one round in three or four by 2-5 s, and one merge-on-write into a 1M-row
 # base table in ten by 2.4 s. A reader replays at most this many small commit files after the
 # newest checkpoint.
 APPENDED_OFTEN = {"delta.checkpointInterval": "100"}
-CHANGELOGS = "_changelog"  # beside the base tables: <lake>/<prefix>/_changelog/<schema>/<table>
+# Where changelake once kept each table's changelog beside its base table (merge-on-read):
+# <lake>/<prefix>/_changelog/<schema>/<table>. A run deletes one it finds (table_histories.py).
+CHANGELOGS = "_changelog"
 
 
-def changelog_of(base_path: str) -> str:
-    """The changelog of the base table at `<dir>/<schema>/<table>`: `<dir>/_changelog/…`."""
+def retired_changelog_of(base_path: str) -> str:
+    """The retired changelog of the base table at `<dir>/<schema>/<table>`."""
     root, schema, table = base_path.rstrip("/").rsplit("/", 2)
     return f"{root}/{CHANGELOGS}/{schema}/{table}"
 

@@ -45,7 +45,7 @@ def register_views(
     sql: str = "",
     at: At | None = None,
 ) -> list[str]:
-    """A temporary view per existing table, as of its newest change (base ⊕ changelog; a
+    """A temporary view per existing table, as of its newest change (its base table; a
     soft-deleting table's deleted rows marked), per view of views.json (once its tables have
     their histories; only those `sql` names, when given: building one reads its histories), and
     `_errors`; returns the view names. `at`: tables and views as of those transactions, from

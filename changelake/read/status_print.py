@@ -16,13 +16,12 @@ _HEADER = [
     "rows",
     "applied LSN",
     "source commit time",
-    "changelog lag",
-    "base lag",
+    "lag",
     "index LSN",
     "docs",
     "errors",
 ]
-_RIGHT = [False, False, True, False, False, True, True, False, True, True]
+_RIGHT = [False, False, True, False, False, True, False, True, True]
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -92,8 +91,7 @@ def _table_cells(name: str, t: dict[str, Any]) -> list[str]:
         rows,
         t["applied_lsn_pg"] or "-",
         t["source_commit_time"] or "-",
-        _lag(t.get("changelog_lag_changes"), t.get("changelog_lag_s")),
-        _lag(t.get("base_lag_changes"), t.get("base_lag_s")),
+        _lag(t.get("lag_changes"), t.get("lag_s")),
         *_index_cells(t.get("index")),
         _number(t["errors"]),
     ]

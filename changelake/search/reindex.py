@@ -1,6 +1,6 @@
 """Build a table's search index from its Delta table, into a fresh generation behind the alias.
 
-The build reads the table pinned (base ⊕ changelog at one pair of versions). A pipeline may go
+The build reads the table pinned (at one version). A pipeline may go
 on writing while it runs, through the alias into the old generation; so once the alias has
 moved, what was committed meanwhile is replayed into the new one: rows changed since (by LSN)
 are indexed again, keys gone since are deleted. External versions make both safe to overlap
@@ -17,8 +17,9 @@ from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN, OP
 from changelake.exceptions import ConfigError
+from changelake.lake.commits import version_covering
 from changelake.lake.layout import delta_exists
-from changelake.lake.table import TableRead, read_table, truncate_of
+from changelake.lake.table import TableRead, pinned, read_table
 from changelake.search.bulk import BulkResult, Rejected
 from changelake.sinks.delta import ErrorsSink
 from changelake.sinks.search import SearchSink, rejected_frame
@@ -47,7 +48,7 @@ def reindex(
     rows = first.live()
     out(
         f"{table.name}: building a new index for alias {sink.alias} from Delta version "
-        f"{first.base_version}" + (" and its changelog" if first.pending is not None else "")
+        f"{first.version}"
     )
     built = sink.build(rows, rows.schema, meta.key)
     final = _read(spark, table, lake)
@@ -69,24 +70,25 @@ def catch_up(
     sink: SearchSink,
     out: Callable[[str], None],
 ) -> int | None:
-    """Bring an index that is behind its table (`read`) up to it: the changes a failed batch
-    appended before OpenSearch took them. They are all in the changelog still, because an epoch
-    is sealed for compaction only after its batches reached the index. The documents written,
-    or None when the base table holds changes the index lacks (then rebuild instead)."""
+    """Bring an index that is behind its table (`read`) up to it: the batches a crash let reach
+    the table but not OpenSearch, sent as the difference between the table's version the index
+    last caught up with and its newest (time travel: both are on disk until a VACUUM, a week).
+    The documents written, or None when that version is not found (then rebuild instead)."""
     meta, applied = read.meta, sink.applied_lsn()
     if meta is None or applied is None:
         return None
     if applied >= meta.max_lsn:
         return 0
-    if read.base_meta is not None and read.base_meta.max_lsn > applied:
+    path = table.path(lake)
+    version = version_covering(spark, path, applied, read.version)
+    if version is None:
         return None
-    out(f"{table.name}: the index is behind its table; replaying the changelog since LSN {applied}")
-    truncate = truncate_of(meta)
-    if read.pending is None and truncate is None:
-        return 0
-    changes = read.pending if read.pending is not None else read.rows.limit(0)
-    lsn = truncate.lsn if truncate is not None and truncate.lsn > applied else None
-    caught = sink.apply(changes, meta.key, lsn)  # LSN-versioned: what it has stays
+    out(
+        f"{table.name}: the index is behind its table; sending what changed between "
+        f"versions {version} and {read.version}"
+    )
+    before = TableRead(pinned(spark, path, version), meta, version, read.soft_delete)
+    caught = replay_between(before.live(), read.live(), sink, meta.key)
     _dead_letters(spark, table, lake, sink.alias, caught.rejected, out)
     sink.record(meta.max_lsn, meta.max_source_ts)
     return caught.written
@@ -108,7 +110,7 @@ def ready_index(
     if why is None and read.meta is not None:
         why = sink.stale_because(read.rows.schema, read.meta.key)
     if why is None and catch_up(spark, table, lake, read, sink, out) is None:
-        why = "it is behind the table by changes compacted since"
+        why = "it is behind the table by more versions than are kept to catch up from"
     if why is not None:
         out(f"{table.name}: building its search index, because {why}")
         done = reindex(spark, table, lake, sink, out)

@@ -4,7 +4,7 @@
 A long `changelake run` starts Spark's own Connect server inside its driver (Spark's
 SparkConnectPlugin, on loopback unless `CHANGELAKE_SPARK_CONNECT_BIND` says otherwise, so
 notebooks and BI tools on this machine can use the same endpoint) and keeps one global temporary
-view per table, `global_temp.<table>` (base ⊕ changelog, as every reader sees it, see
+view per table, `global_temp.<table>` (its base table, as every reader sees it, see
 lake/table.py), brought to its table's newest version when a query asks for it. A query asks by
 a file in the run directory (`served-requests/`), or, from where it cannot see that directory
 (the host of the run's container), at the run's HTTP endpoint (`/served`, see apply/endpoint.py):
@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING
 
 from changelake import jsonfile
 from changelake.settings import Settings
-from changelake.spark import release
 from changelake.views.config import project_views
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from changelake.tables import TableRef
     from changelake.views.derived import DerivedView
@@ -43,8 +42,8 @@ WARM_S = 60.0  # after a request, views follow every version this long (a burst 
 FRESH_WAIT_S = 5.0  # how long a query waits for the views to catch up with its request
 SERVED_PATH = "/served"  # the run's HTTP endpoint: its views, and a query's request (POST)
 PORT_RETRIES = 16  # Spark tries the next port when one is taken between our probe and its bind
-# Base version and commit time, changelog version and time; a view of views.json: the version
-# and time of each stored history it reads.
+# A table's version and commit time; a view of views.json: the version and time of each stored
+# history it reads.
 Stamp = tuple[int, ...]
 log = logging.getLogger(__name__)
 
@@ -113,11 +112,6 @@ class ServedViews:
         self.spark, self.settings, self.refs = spark, settings, refs
         self.port, self.token = 0, ""
         self.stamps: dict[str, Stamp] = {}
-        # Each view's changelog side (newest change per key), computed once per version, so
-        # a query scans the base table and joins a checkpointed frame (`spark.kept`) instead
-        # of reading and shuffling the changelog again.
-        self.cached: dict[str, DataFrame] = {}
-        self.retired: list[tuple[float, DataFrame]] = []  # replaced, released after WARM_S
         self.fresh = 0.0  # the newest request the views have been brought up to date for
         self.wanted: dict[str, float] = {}  # each view asked for, and when it was last asked
         self.servable: list[str] = []  # every view a query may ask for
@@ -210,34 +204,27 @@ class ServedViews:
         soft_delete: bool = False,
         plain: bool = False,
     ) -> None:
-        """Rebuild `name`'s view if its base table or changelog changed (`plain`: `_errors`, a
-        Delta table without a changelog, served empty before its first dead letter)."""
+        """Rebuild `name`'s view if its table changed (`plain`: `_errors`, served empty before
+        its first dead letter)."""
         from changelake.lake.delta_log import stamp
-        from changelake.lake.layout import changelog_of
         from changelake.lake.table import read_table
 
         seen = self.stamps.get(name)
-        known = seen or (-1, 0, -1, 0)
+        known = seen or (-1, 0)
         try:
-            log_stamp = (-1, 0) if plain else stamp(self.spark, changelog_of(path), known[2])
-            now = (*stamp(self.spark, path, known[0]), *log_stamp)
+            now = stamp(self.spark, path, known[0])
             if now[0] < 0 and not plain:  # no table (yet, or again): no view
                 self._drop(name)
                 return
             if now == seen:
                 return
-            pending = None
             if plain:  # `_errors`: no rows in its columns while nothing failed
                 from changelake.lake.errors import errors_rows
 
                 rows = errors_rows(self.spark, self.settings)
             else:
-                read = read_table(self.spark, path, soft_delete, cache=True)
-                rows, pending = read.rows, read.pending
+                rows = read_table(self.spark, path, soft_delete).rows
             rows.createOrReplaceGlobalTempView(name)
-            self._retire(self.cached.pop(name, None))
-            if pending is not None:
-                self.cached[name] = pending
         except Exception as exc:  # never the pipeline's problem: the next tick tries again
             self._failed(name, exc)
             return
@@ -277,16 +264,6 @@ class ServedViews:
     def _drop(self, name: str) -> None:
         if self.stamps.pop(name, None) is not None:
             self.spark.catalog.dropGlobalTempView(name)
-        self._retire(self.cached.pop(name, None))
-
-    def _retire(self, old: DataFrame | None) -> None:
-        """Release a replaced view's kept frame once queries that planned with it have had
-        WARM_S to finish (released under a running query, it would fail)."""
-        now = time.monotonic()
-        if old is not None:
-            self.retired.append((now, old))
-        while self.retired and now - self.retired[0][0] > WARM_S:
-            release(self.retired.pop(0)[1])
 
     def start(self) -> None:
         """Serve the session's Connect server (the port it bound, the token it expects)."""

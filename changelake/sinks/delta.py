@@ -1,11 +1,11 @@
 """A table's base Delta table: created by one snapshot append, then changed by one merge-on-write
-commit per compaction (the batches append to its changelog, see sinks/changelog.py).
+commit per batch of the stream.
 
 Every commit records, in its userMetadata, the Kafka offsets it covers (the next offset to read
-per partition), the highest LSN and source commit time applied, and the key. A compaction's
-commit is made idempotent by Delta's transaction identifiers (application id + compacted epoch);
-the LSN guard makes any replayed change a no-op as well. Base tables keep deletion vectors: a
-changed row is marked, not rewritten with its file (sinks/merge_on_write.py).
+per partition), the highest LSN and source commit time applied, and the key. A batch's commit is
+named by Delta's transaction identifiers (application id + the table's write number); the LSN
+guard makes any replayed change a no-op as well. Base tables keep deletion vectors: a changed
+row is marked, not rewritten with its file (sinks/merge_on_write.py).
 """
 
 from __future__ import annotations
@@ -42,11 +42,9 @@ if TYPE_CHECKING:
     from changelake.tables import TableRef
 
 ERRORS_ATTEMPTS = 5
-_TXN_APP, _TXN_VERSION = (
-    "spark.databricks.delta.write.txnAppId",
-    "spark.databricks.delta.write.txnVersion",
-)
-_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# A batch's write whose commit another writer (the run's upkeep OPTIMIZE, `changelake maintain`)
+# beat is made again from the new version: it wrote nothing yet, and a write is idempotent.
+WRITE_ATTEMPTS = 3
 
 
 def evolve(spark: SparkSession, path: str, evolution: Evolution) -> None:
@@ -133,7 +131,7 @@ class DeltaSink:
     def evolve(self, evolution: Evolution) -> None:
         evolve(self.spark, self.path, evolution)
 
-    def merge(
+    def write_changes(
         self,
         rows: DataFrame,
         key: Sequence[str],
@@ -146,7 +144,14 @@ class DeltaSink:
         of the changes (sinks/merge_on_write.py). `truncate`: one the rows come after, not
         applied to this table yet. False when (`app_id`, `version`) was committed already."""
         target = Target(self.path, tuple(key), self.soft_delete)
-        return write_changes(target, rows, truncate, meta, app_id, version)
+        attempts = 1
+        while True:
+            try:
+                return write_changes(target, rows, truncate, meta, app_id, version)
+            except WRITE_CONFLICTS:
+                if attempts == WRITE_ATTEMPTS:
+                    raise
+                attempts += 1
 
 
 class ErrorsSink:

@@ -214,3 +214,15 @@ class DeltaJvm:
         append = self.jvm.org.apache.spark.sql.SaveMode.Append
         some_meta = self.some(user_metadata)
         return write(append, none, none, some_meta, none, none, none, none, none)
+
+
+def small_files(spark: SparkSession, path: str, below_bytes: int) -> int:
+    """How many data files of the Delta table at `path` are smaller than `below_bytes`, from its
+    newest version's checksum file (no job); a table past the files a checksum lists counts
+    them all (packing it is due anyway)."""
+    snapshot = DeltaJvm(spark).transaction(path).snapshot()
+    checksum = snapshot.checksumOpt()
+    if checksum.isDefined() and checksum.get().allFiles().isDefined():
+        found = DeltaJvm(spark).as_list(checksum.get().allFiles().get())
+        return sum(1 for add in found if int(add.size()) < below_bytes)
+    return int(snapshot.numOfFiles())

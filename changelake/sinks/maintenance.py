@@ -1,14 +1,14 @@
-"""`changelake maintain`: the base tables' upkeep that compaction does not do by itself.
+"""`changelake maintain`: the base tables' upkeep that their writes do not do by themselves.
 
-Each compaction MERGE rewrites the files its keys live in, so a base table collects small files
-(slower reads) and files no version needs any more (disk). OPTIMIZE packs the small files into
-few; VACUUM deletes files older versions alone referenced, once older than the retention. The
-changelogs need neither: the running pipeline drops their compacted epochs and vacuums them.
+Each batch appends a file of new row versions and marks the old ones in deletion vectors, so a
+base table collects small files and marked rows (slower reads) and files no version needs any
+more (disk). OPTIMIZE packs the small files into few, leaving the marked rows out; VACUUM
+deletes files older versions alone referenced, once older than the retention.
 
 A retention shorter than the table's `delta.deletedFileRetentionDuration` (Delta's default, a
 week) is refused: a reader pinned to an older version (a long query, `reindex`, a lagging
 reader outside Spark) would lose its files under it. Both operations are safe beside a running
-pipeline: a conflict with a compaction commit is retried, and whichever loses waits its turn.
+pipeline: a conflict with a batch's commit is retried, and whichever loses waits its turn.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def interval_hours(text: str) -> float:
 
 
 def _retrying(spark: SparkSession, statement: str, table: str, out: Out) -> None:
-    """Run `statement`; a commit conflict with the running pipeline's compaction is tried again."""
+    """Run `statement`; a commit conflict with the running pipeline's batches is tried again."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
             spark.sql(statement).collect()
@@ -104,5 +104,5 @@ def _retrying(spark: SparkSession, statement: str, table: str, out: Out) -> None
         except WRITE_CONFLICTS:  # delta-spark converts them, as for the sinks' writes
             if attempt == ATTEMPTS:
                 raise
-            out(f"{table}: a compaction committed meanwhile; trying again")
+            out(f"{table}: a batch committed meanwhile; trying again")
             time.sleep(attempt)

@@ -3,7 +3,7 @@ not of the table, in ONE commit.
 
 A MERGE (delta-spark's `ClassicMergeExecutor`) reads every column of every file it touches and
 joins it with the changes to write them, deletion vectors or not; keys spread over a table touch
-every file, so each compaction read the whole table. Here the old row of each changed key is
+every file, so each write would read the whole table. Here the old row of each changed key is
 located by reading only the key and LSN columns of the files whose key statistics can hold a
 changed key, from the driver (`key_locate.py`); those rows are marked deleted in deletion
 vectors, and the new versions are appended, in one transaction that also records the application
@@ -12,7 +12,7 @@ or the new ones, never a key missing or twice.
 
 Delta has no public API for this: delta-spark's own classes build and store the deletion vectors
 and its `OptimisticTransaction` writes the new files and commits (`delta_jvm.py`);
-tests/unit/test_compaction.py and tests/integration/test_apply.py run this against them.
+tests/unit/test_base_writes.py and tests/integration/test_apply.py run this against them.
 """
 
 from __future__ import annotations

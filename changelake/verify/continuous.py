@@ -4,7 +4,7 @@ running `verify`.
 
 Each pass reads the table's lake rows once, at its start, and keeps them (`Progress.copy`): a
 step compares one source range with that copy, so it costs a read of the range from Postgres
-and a filter of rows held in memory, not a read of the whole table's base files and changelog
+and a filter of rows held in memory, not a read of the whole table's files
 (the files hold every key, so a range's read cannot skip any), which took a busy bench machine
 half a minute per step and held its cores from the stream's batches meanwhile.
 
@@ -23,8 +23,7 @@ it is reported once as not repairable by a re-send.
 
 Its pace is a share of the time (`share`): after a step that took t seconds, it rests
 t * (1 - share) / share, so it takes at most that share of one core's time, less on a busy
-machine (a step's wall time includes its waits). It steps between the run's compaction rounds,
-not beside them (give_way.py). A table is first compared once its stream has
+machine (a step's wall time includes its waits). A table is first compared once its stream has
 applied what its topic held when verification first looked (`FirstCatchUp`): a run catching up
 after a restart or a backlog has the machine to itself until then. Each table's last full pass,
 and what it re-sent, are kept in `verified.json` in the run directory, which `status` shows.
@@ -55,7 +54,6 @@ from changelake.verify.command import (
     table_sql,
 )
 from changelake.verify.diff import as_source, row_hash
-from changelake.verify.give_way import TICK_S, GiveWay
 from changelake.verify.ranges import (
     TEXT_TYPES,
     Key,
@@ -146,14 +144,11 @@ class ContinuousVerifier:
         tables: Callable[[], list[TableRef]],
         applied: Callable[[str], dict[str, int]],
         out: Out,
-        room: Callable[[], bool] = lambda: True,
     ):
         """`tables()`: the tables to compare now (those the run streams); `applied(table)`: per
-        partition, the next offset its stream reads; `room()`: whether the run's compaction
-        leaves room for a step now (give_way.py)."""
+        partition, the next offset its stream reads."""
         self.spark, self.settings, self.share = spark, settings, share
         self.tables, self.applied, self.out = tables, applied, out
-        self.may_step = GiveWay(room)
         self.progress: dict[str, Progress] = {}
         self.caught_up = FirstCatchUp(self._ends, applied)
         self.stopping = threading.Event()
@@ -184,9 +179,6 @@ class ContinuousVerifier:
             self._forget({r.name for r in refs})
             if not refs:
                 self.stopping.wait(IDLE_S)
-                continue
-            if not self.may_step():
-                self.stopping.wait(TICK_S)
                 continue
             ref = refs[turn % len(refs)]
             turn += 1

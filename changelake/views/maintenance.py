@@ -274,7 +274,7 @@ class ViewMaintainer:
             self.out(f"view {view.name}: {what} in {took:.1f}s")
 
     def _loop(self) -> None:
-        # Its jobs yield to the stream's batches and to compaction (fairscheduler.xml).
+        # Its jobs yield to the stream's batches (fairscheduler.xml).
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
         while not self.stopping.wait(self.every_s):
             self.run_all()

@@ -1,5 +1,5 @@
-"""What a table keeps beside its base table, as `run` prepares it: its changelog and, with a
-view of views.json that reads it, its stored history."""
+"""What a table keeps beside its base table, as `run` prepares it: with a view of views.json that
+reads it, its stored history (and no longer a changelog: one left from before is deleted)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 from pyspark.sql import SparkSession
 
 from changelake import lakefs
-from changelake.lake.layout import changelog_of
+from changelake.lake.layout import delta_exists, retired_changelog_of
 from changelake.lake.table import read_table
 from changelake.sinks.history import HistorySink, history_of
 from changelake.tables import TableRef
@@ -17,12 +17,26 @@ from changelake.views.maintenance import drop_views_reading
 
 
 def forget_changes(spark: SparkSession, ref: TableRef, lake: str) -> None:
-    """Before a table is snapshotted (again): a changelog without its table would resume
-    mid-stream, a history would mix the old table's versions with the new one's, and an
-    aggregate view joining it would skip the new history's start."""
-    lakefs.delete(spark, changelog_of(ref.path(lake)))
+    """Before a table is snapshotted (again): a history would mix the old table's versions with
+    the new one's, and an aggregate view joining it would skip the new history's start."""
+    lakefs.delete(spark, retired_changelog_of(ref.path(lake)))
     lakefs.delete(spark, history_of(ref.path(lake)))
     drop_views_reading(spark, lake, ref.path(lake))
+
+
+def retire_changelog(
+    spark: SparkSession, ref: TableRef, lake: str, out: Callable[[str], None]
+) -> None:
+    """Delete the changelog an earlier changelake kept beside the base table (merge-on-read).
+    Nothing is lost: the stream resumes where the base table's commits say, so the changes it
+    held that no compaction had folded in yet are read from the topic again."""
+    path = retired_changelog_of(ref.path(lake))
+    if delta_exists(spark, path):
+        out(
+            f"{ref.name}: deleting its changelog at {path} (no longer kept: each batch now "
+            "writes the base table)"
+        )
+        lakefs.delete(spark, path)
 
 
 def start_history(

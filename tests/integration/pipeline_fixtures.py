@@ -22,8 +22,7 @@ from changelake.capture.caught_up import wait_caught_up
 from changelake.capture.source import source_of
 from changelake.settings import Settings
 from changelake.spark import session
-from examples.read_current import current
-from tests.compare import assert_read_outside_spark, assert_same, text_columns
+from tests.compare import assert_read_outside_spark, assert_same, delta_rs_rows, text_columns
 from tests.support import CLI, ROOT, changelake_here, dies_with_the_suite, wait_for
 
 SIGNAL_TABLE = "changelake.debezium_signal"
@@ -118,12 +117,13 @@ class Pipeline:
         return assert_same(self.spark, self.dsn, f"public.{table}", self.path(table), key, **kw)
 
     def assert_equal_outside_spark(self, table: str, key: list[str], soft: bool = False) -> None:
-        """What examples/read_current.py (Polars and deltalake, base ⊕ changelog) reads
-        equals the source."""
-        frame = current(str(self.home / "lake" / self.prefix), "public", table)
+        """What Polars and deltalake read of the table (its deletion vectors applied) equals
+        the source."""
+        path = self.path(table)
+        frame = pl.read_delta(path)
+        rows = {"polars": frame.to_dicts(), "delta-rs": delta_rs_rows(path)}
         if soft:
-            frame = frame.filter(~pl.col("_cdc_deleted"))
-        rows = {"read_current.py": frame.to_dicts()}
+            rows = {k: [r for r in v if not r["_cdc_deleted"]] for k, v in rows.items()}
         assert_read_outside_spark(self.dsn, f"public.{table}", key, rows, text_columns(frame))
 
     def wait_equal(self, table: str, key: list[str], timeout_s: float = 180) -> int:

@@ -70,7 +70,7 @@ def test_a_cluster_applies_snapshot_and_changes_to_a_lake_on_s3(
 
         # Its tasks ran in executors the worker started.
         assert len(list((tmp_path / "spark" / "work").glob("app-*"))) == 1
-        # Everything is in the bucket: the table, its changelog and the checkpoints.
+        # Everything is in the bucket: the table and the checkpoints.
         where = s3.root / s3.bucket
         assert (where / "lake" / p.prefix / "public" / table / "_delta_log").is_dir()
         assert (where / "checkpoints").is_dir()

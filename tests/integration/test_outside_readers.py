@@ -1,7 +1,7 @@
 """Readers that know nothing of changelake (Polars, DuckDB, delta-rs, a plain Spark read of the
-Delta table) see each base table equal to its source, row by row, once a streaming run has had
-its freshness target: after inserts, updates, deletes, a key change and a truncate, and with
-nothing following the last change (a quiet source must not leave it in the changelog)."""
+Delta table) see each base table equal to its source, row by row, as a streaming run writes it:
+after inserts, updates, deletes (deletion vectors), a key change and a truncate, and with
+nothing following the last change."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.support import wait_for
 
 pytestmark = pytest.mark.stack
 
-TARGET_S = 10  # the run's freshness target; the test allows many times it on a busy machine
+WAIT_S = 300  # for every reader to see the last change (seconds, here; minutes on a busy machine)
 
 
 def duckdb_rows(path: str) -> list[dict[str, Any]]:
@@ -59,7 +59,7 @@ def test_outside_readers_see_the_base_table_current_also_when_the_source_goes_qu
     )
     p.caught_up()
     p.run_once()  # the snapshot
-    proc = p.start("--freshness-target", str(TARGET_S))
+    proc = p.start()
     try:
         p.sql(f"INSERT INTO public.{t} SELECT i, 'new', i FROM generate_series(201, 260) i")
         p.sql(f"UPDATE public.{t} SET amount = amount + 1, name = name || '+' WHERE id % 3 = 0")
@@ -69,7 +69,6 @@ def test_outside_readers_see_the_base_table_current_also_when_the_source_goes_qu
         p.sql(f"INSERT INTO public.{t} SELECT i, 'after', i * 2 FROM generate_series(1, 120) i")
         p.sql(f"UPDATE public.{t} SET name = 'last' WHERE id % 10 = 1")
         p.sql(f"DELETE FROM public.{t} WHERE id > 110")
-        # Then nothing: only the compactor, by its target, brings the base table up to date.
         last: list[str] = []
 
         def every_reader_equal() -> bool:
@@ -83,10 +82,13 @@ def test_outside_readers_see_the_base_table_current_also_when_the_source_goes_qu
             return True
 
         try:
-            wait_for(every_reader_equal, 30 * TARGET_S, "every outside reader to see the source")
+            wait_for(every_reader_equal, WAIT_S, "every outside reader to see the source")
         except AssertionError as exc:
             raise AssertionError(f"{exc}; last difference: {last[0] if last else '-'}") from None
     finally:
         proc.terminate()
-        out = proc.communicate(timeout=120)[0]
-    assert "compacted changelog epochs" in out, out[-3000:]
+        proc.communicate(timeout=120)
+    # What they read holds deletion vectors: the deletes and updates marked rows, not files.
+    assert "deletionVector" in "".join(
+        f.read_text() for f in Path(p.path(t), "_delta_log").glob("*.json")
+    )

@@ -12,14 +12,12 @@ from pathlib import Path
 import polars as pl
 import psycopg
 import pytest
-from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from changelake import kafka_io, tables
 from changelake.demo.load import run_load
 from changelake.demo.seed import seed
-from changelake.lake.layout import changelog_of
 from changelake.lake.table import covered
 from changelake.settings import Settings
 from changelake.sinks.history import history_of
@@ -46,7 +44,7 @@ def _assert_shop_equal(spark: SparkSession, dsn: str, lake: Path) -> None:
 def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
     """After a `--once` run every base table is current on its own, and readers without Spark
     see it row by row equal to the source: Polars and delta-rs (its QueryBuilder: the base tables
-    keep deletion vectors, which its to_pyarrow_table refuses). Both read the changelogs."""
+    keep deletion vectors, which its to_pyarrow_table refuses)."""
     for table, key in KEYS.items():
         path = f"{lake}/shop/public/{table}"
         frame = pl.read_delta(path)
@@ -58,10 +56,6 @@ def _assert_open_to_other_readers(dsn: str, lake: Path) -> None:
         assert_read_outside_spark(
             dsn, f"public.{table}", key, readers, text_columns(frame), json_columns
         )
-        changelog = Path(changelog_of(path))
-        if changelog.exists():
-            assert "_cdc_lsn" in DeltaTable(str(changelog)).to_pyarrow_table().column_names
-            assert "_cdc_lsn" in pl.read_delta(str(changelog)).columns
 
 
 def _assert_views(

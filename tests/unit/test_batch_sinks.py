@@ -29,14 +29,14 @@ class Sink:
 def _batch() -> AppliedBatch:
     meta = CommitMeta("apply", "t", {"0": 5}, 10, None, ("id",))
     decoded: Any = None  # the fakes never read it
-    return AppliedBatch(decoded, BatchStats(), meta, epoch=3)
+    return AppliedBatch(decoded, BatchStats(), meta, version=3)
 
 
 def _sinks(seen: list[str], failing: str | None = None) -> list[Sink]:
     return [
         Sink("errors", seen, fails=failing == "errors"),
         Sink("history", seen, fails=failing == "history"),
-        Sink("append", seen, commits=True, fails=failing == "append"),
+        Sink("write", seen, commits=True, fails=failing == "write"),
         Sink("index", seen, fails=failing == "index"),
     ]
 
@@ -50,17 +50,17 @@ def test_each_sink_in_order_with_the_commit_noted_before_the_index() -> None:
         "errors",
         "before-history",
         "history",
-        "before-append",
-        "append",
+        "before-write",
+        "write",
         "committed",
         "after-commit",
         "before-index",
         "index",
     ]
-    assert set(batch.stats.phases) == {"errors", "history", "append", "index"}
+    assert set(batch.stats.phases) == {"errors", "history", "write", "index"}
 
 
-@pytest.mark.parametrize("failing", ["history", "append"])
+@pytest.mark.parametrize("failing", ["history", "write"])
 def test_a_sink_failing_before_or_at_the_commit_leaves_it_unnoted(failing: str) -> None:
     seen: list[str] = []
     with pytest.raises(RuntimeError, match=f"{failing} refused"):
@@ -70,8 +70,8 @@ def test_a_sink_failing_before_or_at_the_commit_leaves_it_unnoted(failing: str) 
 
 
 def test_the_index_failing_after_the_commit_keeps_the_commit() -> None:
-    """The changelog holds the batch; the restart catches the index up from it."""
+    """The base table holds the batch; the restart catches the index up from its versions."""
     seen: list[str] = []
     with pytest.raises(RuntimeError, match="index refused"):
         write_through(_sinks(seen, "index"), _batch(), lambda: seen.append("committed"))
-    assert seen == ["errors", "history", "append", "committed"]
+    assert seen == ["errors", "history", "write", "committed"]

@@ -34,15 +34,6 @@ def test_changes_outside_the_step_do_not_count() -> None:
     assert judged_by_freshness(step(), seen, step_s=60, max_lag_s=120).bounded
 
 
-def test_the_base_tables_freshness_counts_the_steps_changes_only_and_never_unbounds() -> None:
-    seen = [(STARTED_MS + 1_000, 2.0), (STARTED_MS + 2_000, 4.0)]
-    base = [(STARTED_MS - 1, 900.0), (STARTED_MS + 1_000, 10.0), (STARTED_MS + 2_000, 300.0)]
-    judged = judged_by_freshness(step(), seen, step_s=60, max_lag_s=120, base_seen=base)
-    assert judged.bounded  # the base tables' lag is the compactor's, not the stream's
-    assert (judged.base_p50, judged.base_p99) == (155.0, 297.1)
-    assert judged.as_dict()["base_p50"] == 155.0
-
-
 def test_an_unbounded_step_stays_unbounded() -> None:
     assert not judged_by_freshness(step(bounded=False), [], step_s=60, max_lag_s=120).bounded
 

@@ -117,14 +117,13 @@ def test_the_run_s_state_file_and_metrics_show_stalled_tables(tmp_path: Path) ->
     gone = Stall("shop", "capture gone", "apply it", "slot_missing")
     stalled = {"orders": gone, "lines": gone}
     path = tmp_path / "pipeline.json"
-    write_state(path, "now", jobs, 30.0, tmp_path / "views.json", stalled=stalled)
+    write_state(path, "now", jobs, tmp_path / "views.json", stalled=stalled)
     shown = json.loads(path.read_text())["tables"]
     assert shown["orders"] == {"state": "stalled", "error": "capture gone"}
     assert shown["lines"] == {"state": "stopped", "error": "its own"}
 
     registry = CollectorRegistry()
-    compaction = type("C", (), {"round_s": 1.0, "failed": {}})()
-    registry.register(RunMetrics(jobs, compaction, dict, dict, lambda: stalled))
+    registry.register(RunMetrics(jobs, dict, dict, lambda: stalled))
     text = generate_latest(registry).decode()
     assert 'changelake_table_state{state="stalled",table="orders"} 1.0' in text
     assert 'changelake_table_state{state="running",table="orders"} 0.0' in text

@@ -177,8 +177,7 @@ def test_a_streams_batches_run_without_adaptive_execution_and_the_pipeline_keeps
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """AQE runs each shuffle of a batch's small queries as a job of its own: the batches go
-    without it (connector_stream.batch_session), compaction's MERGEs in the pipeline's session
-    keep it."""
+    without it (connector_stream.batch_session), the pipeline's own session keeps it."""
     seen: list[str] = []
 
     def note(raw: DataFrame, _batch_id: int) -> None:

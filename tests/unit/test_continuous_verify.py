@@ -15,7 +15,6 @@ from changelake.read.dropped_columns import dropped
 from changelake.read.status_print import verified_line
 from changelake.tables import TableRef
 from changelake.verify.continuous import FirstCatchUp, _differing
-from changelake.verify.give_way import GiveWay
 from changelake.verify.ranges import KeyColumn, next_boundary_query
 from changelake.verify.verified import record, verified
 
@@ -93,28 +92,3 @@ def test_a_table_is_compared_once_its_stream_has_caught_up_and_from_then_on() ->
     assert caught_up(orders)
     applied["orders"] = {"0": 100, "1": 50}  # far behind the grown topic now
     assert caught_up(orders) and asked == ["t.orders"]
-
-
-def test_a_step_waits_for_room_between_compaction_rounds_but_not_for_ever() -> None:
-    """Verification steps between the run's compaction rounds; a run compacting back to back
-    for longer than `most_s` still gets a step, and the next step waits afresh."""
-    now, room = [0.0], [False]
-    may_step = GiveWay(lambda: room[0], most_s=300.0, clock=lambda: now[0])
-    assert not may_step()
-    now[0] = 10.0
-    room[0] = True
-    assert may_step()  # a gap between rounds
-    room[0] = False
-    now[0] = 20.0
-    assert not may_step()  # waits from 20
-    now[0] = 319.0
-    assert not may_step()
-    now[0] = 320.0
-    assert may_step()  # 300 s without room: runs anyway
-    now[0] = 321.0
-    assert not may_step()  # and the next one waits again
-
-    def broken() -> bool:
-        raise KeyError("a compaction settled meanwhile")
-
-    assert not GiveWay(broken, clock=lambda: 0.0)()  # no room, and the thread lives on

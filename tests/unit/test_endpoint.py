@@ -8,7 +8,6 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -39,7 +38,7 @@ def served() -> Iterator[tuple[str, dict[str, Any]]]:
     server = endpoint.serve(
         load_settings({}),
         port,
-        RunMetrics({}, SimpleNamespace(round_s=1.0, failed={}), dict, dict),
+        RunMetrics({}, dict, dict),
         lambda: holder["views"],
         said.append,
     )
@@ -73,4 +72,4 @@ def test_served_lists_views_and_brings_those_asked_for_up_to_date(
     assert _get(f"{url}/served", b"{not json")[0] == 400
     assert views.asked == [["orders", "7"]]  # a bad request asks for nothing
     status, text = _get(f"{url}/metrics")
-    assert status == 200 and "changelake_compaction_round_seconds 1.0" in text
+    assert status == 200 and "changelake_metrics_scrape_errors_total 0.0" in text

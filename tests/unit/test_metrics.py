@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from dataclasses import dataclass, field
 from datetime import datetime
-from types import SimpleNamespace
 from typing import Any
 
 import yaml
@@ -20,12 +17,6 @@ from changelake.apply.run_state import TableJob
 from changelake.settings import load_settings
 from changelake.tables import TableRef
 from tests.compose_files import ROOT
-
-
-@dataclass
-class Compaction:
-    round_s: float = 12.5
-    failed: dict[str, object] = field(default_factory=dict)
 
 
 def _job(name: str, state: str, **stats: Any) -> TableJob:
@@ -42,7 +33,7 @@ def _text(jobs: dict[str, TableJob], connectors: Any = None) -> str:
         return dict(connectors)
 
     registry = CollectorRegistry()
-    registry.register(RunMetrics(jobs, Compaction(), report, dict))
+    registry.register(RunMetrics(jobs, report, dict))
     return generate_latest(registry).decode()
 
 
@@ -60,8 +51,7 @@ def test_each_table_s_state_counts_and_freshness_come_from_the_run() -> None:
     orders.count({"changes": 10, "max_lsn": 800, "seconds": 0.5, "max_source_ts": newest})
     orders.counted_at = (
         datetime.fromisoformat(newest).timestamp() + 3.0
-    )  # appended 3 s after its newest commit
-    orders.applier = SimpleNamespace(dirty_since=time.monotonic() - 7.0)
+    )  # committed 3 s after its newest change's source commit
     stopped = _job("customers", "stopped")
     text = _text({"orders": orders, "customers": stopped})
 
@@ -73,11 +63,7 @@ def test_each_table_s_state_counts_and_freshness_come_from_the_run() -> None:
     assert _sample(text, "changelake_table_dead_letters_total", table="orders") == 2
     assert _sample(text, "changelake_table_applied_lsn", table="orders") == 900  # the highest
     assert _sample(text, "changelake_table_last_batch_seconds", table="orders") == 0.5
-    freshness = _sample(text, "changelake_table_changelog_freshness_seconds", table="orders")
-    assert freshness == 3.0
-    assert 7.0 <= _sample(text, "changelake_table_base_lag_seconds", table="orders") < 60
-    assert _sample(text, "changelake_table_base_lag_seconds", table="customers") == 0
-    assert _sample(text, "changelake_compaction_round_seconds") == 12.5
+    assert _sample(text, "changelake_table_freshness_seconds", table="orders") == 3.0
 
 
 def test_connect_down_leaves_its_figures_out_and_counts_the_error() -> None:

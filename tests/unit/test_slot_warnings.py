@@ -59,15 +59,14 @@ def test_one_warning_per_slot_over_the_threshold_in_name_order() -> None:
     assert [w.split()[1] for w in warnings] == ["a", "b"]
 
 
-def test_a_base_table_far_behind_its_target_is_a_problem() -> None:
-    from changelake.read.status import BEHIND_MARGIN_S, behind_target
+def test_a_table_far_behind_its_source_is_a_problem() -> None:
+    from changelake.read.status import BEHIND_S, behind_source
 
     tables = {
-        "fresh": {"base_lag_s": 14.0, "base_lag_changes": 10},
-        "late": {"base_lag_s": 15.0 + BEHIND_MARGIN_S + 1, "base_lag_changes": 1234},
-        "unknown": {"base_lag_s": None, "base_lag_changes": None},
+        "fresh": {"lag_s": BEHIND_S, "lag_changes": 10},
+        "late": {"lag_s": BEHIND_S + 16, "lag_changes": 1234},
+        "unknown": {"lag_s": None, "lag_changes": None},
     }
-    found = behind_target(tables, 15.0)
-    assert len(found) == 1 and found[0].startswith("late: its base table is 76s behind")
-    assert "1,234 changes" in found[0] and "--freshness-target" in found[0]
-    assert behind_target(tables, 60.0) == []
+    found = behind_source(tables)
+    assert len(found) == 1 and found[0].startswith("late: 76s behind its source")
+    assert "1,234 changes waiting" in found[0] and "--trigger-seconds" in found[0]
