@@ -121,7 +121,7 @@ class Bench:
         }
         self.say(f"  {ours.snapshot_rows:,} rows in {ours.snapshot_s:.0f} s")
         self.say("bench: the baseline's initial load of the same topics")
-        seconds = pipeline_runs.baseline(self.env, self._baseline_jobs(), self.log)
+        seconds, _ = pipeline_runs.baseline(self.env, self._baseline_jobs(), self.log)
         self.figures["baseline_snapshot_per_s"] = self.figures["rows"] / seconds
         self.say(f"  {self.figures['rows']:,} rows in {seconds:.0f} s")
 
@@ -159,10 +159,13 @@ class Bench:
         ours = pipeline_runs.run_once(self.env, self.log)
         self.say(
             f"  changelake apply: {ours.changes:,} changes in the base tables in"
-            f" {ours.queryable_s:.1f} s (the run ended at {ours.working_s:.1f} s)"
+            f" {ours.queryable_s:.1f} s (the run ended at {ours.working_s:.1f} s),"
+            f" {ours.cpu_s:.0f} CPU s"
         )
-        base_s = pipeline_runs.baseline(self.env, self._baseline_jobs(), self.log)
-        self.say(f"  baseline apply: the same in {base_s:.1f} s")
+        base_s, base_cpu_s = pipeline_runs.baseline(self.env, self._baseline_jobs(), self.log)
+        self.say(f"  baseline apply: the same in {base_s:.1f} s, {base_cpu_s:.0f} CPU s")
+        self.figures["apply_cpu_per_1000"] = per_1000(ours.cpu_s, ours.changes)
+        self.figures["baseline_apply_cpu_per_1000"] = per_1000(base_cpu_s, ours.changes)
         self.figures["stages"] = stage_figures(
             decoding.per_s,
             debezium.per_s,
@@ -364,11 +367,13 @@ class Bench:
             "sustained": sustained,
             "freshness": freshness,
             "stages": f["stages"],
+            "apply_cpu_per_1000": f.get("apply_cpu_per_1000"),
             "records": f.get("records"),
             "baseline": {
                 "snapshot_rows_per_s": f["baseline_snapshot_per_s"],
                 "highest_bounded_rate": f["baseline_sustained"]["highest_bounded_rate"],
                 "apply_changes_per_s": f["baseline_apply_per_s"],
+                "apply_cpu_per_1000": f.get("baseline_apply_cpu_per_1000"),
                 "freshness": {"delta": f["baseline_freshness"], "search": None},
                 "steps": f["baseline_sustained"]["steps"],
             },
@@ -381,6 +386,11 @@ class Bench:
             "views": f.get("views"),
             "verify_cost": f.get("verify_cost"),
         }
+
+
+def per_1000(cpu_s: float, changes: int) -> float | None:
+    """CPU seconds per 1,000 changes (None: no change, or no CPU seen)."""
+    return cpu_s / changes * 1000 if changes and cpu_s else None
 
 
 def _no_history(lake_json: Path) -> str:

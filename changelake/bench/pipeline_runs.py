@@ -1,6 +1,8 @@
 """`changelake run` and the baseline job as the benchmark starts them: subprocesses with the
 benchmark's own lake, checkpoints and connector files, their output kept in a log and read back
-for the figures they report about themselves (rows and seconds of each snapshot)."""
+for the figures they report about themselves (rows and seconds of each snapshot), and the CPU
+seconds each used (its process tree, sampled: a process that exits unreaped loses at most its
+last half second)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from changelake.bench.resources import ResourceSampler
 from changelake.exceptions import ChangelakeError
 from changelake.run_log import PREFIX
 
@@ -24,14 +27,15 @@ STARTED = re.compile(rf"^{PREFIX}changelake run: ")  # as logged: after the time
 @dataclass(frozen=True)
 class OnceRun:
     """One `run --once`: its snapshots and batches, and the seconds after Spark was ready until
-    its last batch was committed (every change queryable) and until it exited (the base tables
-    compacted too)."""
+    its last batch was committed (every change in the base tables) and until it exited; the CPU
+    seconds it used in all."""
 
     snapshot_rows: int
     snapshot_s: float
     changes: int
     working_s: float
     queryable_s: float
+    cpu_s: float = 0.0
 
 
 def run_once(env: Mapping[str, str], log: Path) -> OnceRun:
@@ -43,6 +47,8 @@ def run_once(env: Mapping[str, str], log: Path) -> OnceRun:
         stderr=subprocess.STDOUT,
         text=True,
     )
+    sampler = ResourceSampler({"run": proc.pid})
+    sampler.start()
     ready: float | None = None
     last_batch: float | None = None
     lines = []
@@ -57,9 +63,10 @@ def run_once(env: Mapping[str, str], log: Path) -> OnceRun:
                 last_batch = time.monotonic()
     code = proc.wait()
     ended = time.monotonic()
+    cpu_s = sampler.stop()["run"].cpu_seconds
     if code != 0 or ready is None:
         raise ChangelakeError(f"bench: `changelake run --once` failed (exit {code})", f"see {log}")
-    return parse(lines, ended - ready, (last_batch or ended) - ready)
+    return replace(parse(lines, ended - ready, (last_batch or ended) - ready), cpu_s=cpu_s)
 
 
 def parse(lines: list[str], working_s: float, queryable_s: float) -> OnceRun:
@@ -74,19 +81,25 @@ def parse(lines: list[str], working_s: float, queryable_s: float) -> OnceRun:
     )
 
 
-def baseline(env: Mapping[str, str], jobs: list[dict[str, object]], log: Path) -> float:
-    """The textbook job over `jobs`; the seconds its queries took, as it measured them."""
+def baseline(
+    env: Mapping[str, str], jobs: list[dict[str, object]], log: Path
+) -> tuple[float, float]:
+    """The textbook job over `jobs`: the seconds its queries took, as it measured them, and the
+    CPU seconds it used in all."""
     with log.open("a") as out:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "changelake.bench.baseline", json.dumps(jobs)],
             env=dict(env),
             stdout=subprocess.PIPE,
             stderr=out,
             text=True,
-            check=False,
         )
-    if done.returncode != 0:
+        sampler = ResourceSampler({"baseline": proc.pid})
+        sampler.start()
+        said, _ = proc.communicate()
+    cpu_s = sampler.stop()["baseline"].cpu_seconds
+    if proc.returncode != 0:
         raise ChangelakeError(
-            f"bench: the baseline job failed (exit {done.returncode})", f"see {log}"
+            f"bench: the baseline job failed (exit {proc.returncode})", f"see {log}"
         )
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+    return float(json.loads(said.strip().splitlines()[-1])["seconds"]), cpu_s

@@ -73,12 +73,14 @@ def results() -> Results:
             snapshot_rows_per_s=5_000.0,
             highest_bounded_rate=249.2,
             apply_changes_per_s=None,
+            apply_cpu_per_1000=40.0,
             freshness=Freshness(
                 delta=Summary(60, 3.2492, 7.84, 123.4, 130.0).as_dict(), search=None
             ),
             steps=[StepResult(500, 480.0, False, ((5.0, 40.0), (10.0, 80.0))).as_dict()],
         ),
         ratios={},
+        apply_cpu_per_1000=12.5,
         resources={
             "postgres": {"cpu_seconds": 12.34, "peak_rss_mb": 1234.4},
             "pipeline": {"cpu_seconds": 250.0, "peak_rss_mb": 987.6},
@@ -129,6 +131,12 @@ def test_the_markdown_shows_each_figure(results: Results) -> None:
         row("snapshot (rows/s)", "20,000", "5,000", times("4.00")),
         row("highest sustained (changes/s)", "498", "249", times("2.00")),
         row("Spark apply into the base tables (changes/s)", "1,200", None, None),
+        row(
+            "CPU seconds per 1,000 changes applied (the backlog, whole process)",
+            "12.5",
+            "40.0",
+            times("0.31"),
+        ),
         row("freshness to Delta (every reader) p50 (s)", "0.81", "3.25", times("0.25")),
         row("freshness to Delta (every reader) p95 (s)", "1.96", "7.84", times("0.25")),
         row("freshness to Delta (every reader) p99 (s)", "12.3", "123", times("0.10")),
