@@ -39,7 +39,7 @@ from changelake.changelog.decode import LSN, TOASTED, Fetch, Schemas, Version
 from changelake.changelog.plan import after_truncate, completed, latest_per_key
 from changelake.changelog.redelivery import as_position, highest
 from changelake.exceptions import ChangelakeError
-from changelake.lake.commits import CommitMeta, furthest
+from changelake.lake.commits import WRITES, CommitMeta, furthest
 from changelake.lake.table import read_table, truncate_of
 from changelake.sinks.delta import DeltaSink, ErrorsSink
 from changelake.sinks.history import HistorySink, history_of
@@ -47,8 +47,6 @@ from changelake.sinks.search import SearchSink
 from changelake.spark import held, job_group
 from changelake.tables import TableRef
 
-# A commit's count of the batches written into its table: the next batch's transaction version.
-WRITES = "writes"
 ONE_TASK_RECORDS = 20_000  # a table's batch of up to this many records is planned as one task
 
 
@@ -191,7 +189,7 @@ class TableApplier:
                         stats.marks, stats.offsets, key, decoded.columns
                     )
             meta = self._meta(stats, previous, key)
-            self._write(AppliedBatch(decoded, stats, meta, _written(meta), rows, before))
+            self._write(AppliedBatch(decoded, stats, meta, meta.writes, rows, before))
         return stats
 
     def _events_batch(
@@ -204,7 +202,7 @@ class TableApplier:
         newest = highest(delivered, stats.max_position)
         if newest is not None:
             meta.extra["position"] = list(newest)
-        return AppliedBatch(decoded, stats, meta, _written(meta), delivered=delivered)
+        return AppliedBatch(decoded, stats, meta, meta.writes, delivered=delivered)
 
     def _write(self, batch: AppliedBatch) -> None:
         """The batch to each sink in turn; after the commit, the applier moves on."""
@@ -250,17 +248,12 @@ class TableApplier:
         truncate = (previous.extra.get("truncate") if previous else None) or None
         if stats.truncate_lsn is not None:  # a truncate's lock orders it after every earlier one
             truncate = {"lsn": stats.truncate_lsn, "source_ts": stats.truncate_ts}
-        extra: dict[str, Any] = {WRITES: _written(previous) + 1}
+        extra: dict[str, Any] = {WRITES: (previous.writes if previous else 0) + 1}
         if truncate:
             extra["truncate"] = truncate
         return CommitMeta(
             "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes, extra
         )
-
-
-def _written(meta: CommitMeta | None) -> int:
-    """How many batches a commit says were written into its table (the snapshot: none)."""
-    return int(meta.extra.get(WRITES, 0)) if meta is not None else 0
 
 
 def _by_key(changes: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:

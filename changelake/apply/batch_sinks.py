@@ -21,6 +21,7 @@ from changelake.changelog.batch import Decoded
 from changelake.changelog.decode import OFFSET, PARTITION, TOASTED
 from changelake.changelog.plan import completed
 from changelake.changelog.redelivery import POSITION, Position, first_deliveries
+from changelake.exceptions import RetryableError
 from changelake.lake.commits import CommitMeta
 from changelake.lake.table import truncate_of
 from changelake.sinks.delta import DeltaSink, ErrorsSink
@@ -125,7 +126,9 @@ class History:
 class Base:
     """The batch's newest change per key (and its truncate) into the base table, in one
     merge-on-write commit: the commit. Its transaction is named (the run's application id, the
-    table's write number), so a second writer repeating the same write skips it whole."""
+    table's write number): a write number another writer took meanwhile (a second run on the
+    same lake, whose batches began elsewhere) is refused, and the table starts again from what
+    its commits say, so neither run's changes are lost."""
 
     step, commits = "write", True
 
@@ -139,7 +142,13 @@ class Base:
         assert batch.rows is not None
         truncate = truncate_of(batch.meta) if batch.stats.truncate_lsn is not None else None
         rows = batch.rows.drop(PARTITION, OFFSET)
-        self.base.write_changes(rows, batch.key, truncate, batch.meta, self.app_id, batch.version)
+        key, meta = batch.key, batch.meta
+        if not self.base.write_changes(rows, key, truncate, meta, self.app_id, batch.version):
+            raise RetryableError(
+                f"{self.base.name}: another writer committed its write {batch.version} meanwhile "
+                "(a second `changelake run` on the same lake?); starting again from what the "
+                "table holds"
+            )
 
 
 class Index:
@@ -163,7 +172,7 @@ class Index:
             stats.errors += len(result.rejected)
             spark = batch.rows.sparkSession
             self.errors.write(rejected_frame(spark, self.topic, self.search.alias, result.rejected))
-        self.search.record(batch.meta.max_lsn, batch.meta.max_source_ts)
+        self.search.record(batch.meta.max_lsn, batch.meta.max_source_ts, batch.meta.writes)
 
 
 class Events:

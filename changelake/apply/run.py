@@ -128,7 +128,7 @@ class Pipeline:
 
     def _member(self, job: TableJob) -> Member:
         ref, kafka = job.ref, self.settings.kafka_bootstrap
-        job.applier = TableApplier(
+        applier = TableApplier(
             self.spark,
             ref,
             self.settings.lake,
@@ -141,7 +141,7 @@ class Pipeline:
             KeyChangeGuard(ref, kafka, self._dsn(ref), self.out),
             AddedColumns(ref, lambda: self._dsn(ref), self.out, kafka, self.resends),
         )
-        return Member(job.applier)
+        return Member(applier)
 
     # --- one connector's stream --------------------------------------------------------------
     def _tick_stream(self, connector: str) -> None:

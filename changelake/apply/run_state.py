@@ -32,7 +32,6 @@ class TableJob:
     stats: dict[str, Any] = field(default_factory=dict)  # its last batch's
     applied_lsn: int = 0  # the highest LSN its batches applied
     counted_at: float = 0.0  # when (time.time) its last batch ended
-    applier: Any = None  # the TableApplier of its stream: --once seals through it
 
     def count(self, stats: dict[str, Any]) -> None:
         """Add a batch's figures (called from the stream's thread)."""

@@ -34,9 +34,9 @@ from changelake.bench.sustained import (
     IndexWatch,
     Load,
     Step,
-    changelog_lags,
     judged_by_freshness,
     run_steps,
+    table_lags,
     timeline,
 )
 from changelake.bench.visibility import ends_of, freshness_figures, last_offsets, table_shape
@@ -197,7 +197,7 @@ class Bench:
             )
             steps = run_steps(
                 self._load(dsn),
-                changelog_lags([self.table(t) for t in source.TABLES]),
+                table_lags([self.table(t) for t in source.TABLES]),
                 o.rates,
                 o.step_s,
                 o.settle_s,
@@ -251,7 +251,7 @@ class Bench:
             self.env,
             self.out_dir,
             lambda rate, seconds: load(rate, seconds, 29),
-            changelog_lags([self.table(t) for t in source.TABLES]),
+            table_lags([self.table(t) for t in source.TABLES]),
             self._streaming,
             self._applied_everything,
             len(source.TABLES),

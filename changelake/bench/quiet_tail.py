@@ -2,8 +2,8 @@
 
 One more load at the first step's rate while the run streams: `changelake query` is timed through
 the run's Spark Connect server during it; then the load stops and nothing follows, and the quiet
-tail is the time from then until every base table holds every change (its compactions' commits
-reach the topic's end: what Polars, DuckDB or delta-rs read, with no further change to push it);
+tail is the time from then until every base table holds every change (its commits reach the
+topic's end: what every reader reads, with no further change to push it);
 then the same query is timed with the run idle.
 """
 
@@ -17,27 +17,17 @@ from typing import Any
 
 from changelake.bench.query_latency import RUNS, sql_for, timed_query
 from changelake.bench.stats import median
-from changelake.bench.visibility import commits, ends_of
+from changelake.bench.visibility import ends_of, last_offsets
 
 LOAD_S = 60.0  # the load the queries run beside
 FIRST_QUERY_S = 10.0  # into the load, once the run's batches carry it
 TAIL_DEADLINE_S = 600.0  # past this, the tail is reported as not reached
 
 
-def base_offsets(table: Path) -> dict[int, int]:
-    """Per partition, the next offset the base table's own commits (snapshot and compactions)
-    have applied: what a reader of the base table alone has."""
-    offsets: dict[int, int] = {}
-    for _, meta in commits(table):
-        for p, o in (meta.get("offsets") or {}).items():
-            offsets[int(p)] = max(int(o), offsets.get(int(p), 0))
-    return offsets
-
-
 def in_base_tables(bootstrap: str, tables: Mapping[str, Path]) -> bool:
     """Every base table (by topic) has reached its topic's end (a trailing tombstone aside)."""
     for topic, table in tables.items():
-        applied = base_offsets(table)
+        applied = last_offsets(table)
         if any(applied.get(p, 0) < high - 1 for p, high in ends_of(bootstrap, topic).items()):
             return False
     return True
@@ -95,8 +85,8 @@ def quiet_section(figures: Mapping[str, Any] | None) -> list[str]:
     return [
         "## A quiet source, and queries under load",
         f"After {LOAD_S:.0f} s of load at the first step's rate stopped, with no change after "
-        "it, every base table held the last change (its compactions' commits reached its "
-        "topic's end: what Polars, DuckDB or delta-rs read) after "
+        "it, every base table held the last change (its commits reached its topic's end: what "
+        "every reader reads) after "
         + (f"**{tail:.1f} s**." if tail is not None else f"more than {TAIL_DEADLINE_S:.0f} s.")
         + " The same query as above, through the streaming run: p50 "
         + (

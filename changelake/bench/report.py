@@ -278,8 +278,8 @@ def _method(results: Mapping[str, Any]) -> str:
         "written while Debezium was paused, from Spark being ready to every change being in the "
         "base tables (changelake's merge-on-write commits, the baseline's MERGEs), with the CPU "
         "seconds each process tree used for it (Spark's start included). "
-        "Ratio = changelake ÷ baseline, so above 1 is better for rates and below 1 "
-        "is better for CPU and freshness. Stage rates are a fraction of what Postgres' logical decoding "
+        "Ratio = changelake ÷ baseline, so above 1 is better for rates and below 1 is better "
+        "for CPU and freshness. Stage rates are a fraction of what Postgres' logical decoding "
         "alone delivers, the ceiling for every stage after it."
     )
 

@@ -34,8 +34,8 @@ class Step:
 Lags = Callable[[int, int], list[tuple[int, float]]]  # (from ms, to ms) → (commit ms, lag s)
 
 
-def changelog_lags(tables: Sequence[Path]) -> Lags:
-    """changelake's lag at each changelog commit of `tables` between two moments."""
+def table_lags(tables: Sequence[Path]) -> Lags:
+    """changelake's lag at each commit of `tables` between two moments."""
 
     def lags(since_ms: int, until_ms: int) -> list[tuple[int, float]]:
         return [

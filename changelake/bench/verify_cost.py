@@ -1,11 +1,11 @@
 """What continuous verification costs the pipeline: the same load against a streaming `run` with
 verification at its default share and with it off (`--verify-share 0`), three times each in the
 order on, off, off, on, on, off (a machine that slows down or speeds up over the phase favours
-neither), each measured by the changelog's freshness and the run's CPU seconds. The figure the
+neither), each measured by the tables' freshness and the run's CPU seconds. The figure the
 issue holds it to: freshness with it on no more than 10% worse. Freshness is the median over
-every changelog commit of the runs of one kind, after each run's first WARMUP_S of load: a run's
-own median rests on a few dozen commits whose lags follow where its four or five batches and two
-compaction rounds fall in the window, so runs of one kind differed by a third (12.0-16.1 s with
+every table commit of the runs of one kind, after each run's first WARMUP_S of load: a run's
+own median rests on a few dozen commits whose lags follow where its batches (and, then,
+compaction rounds) fall in the window, so runs of one kind differed by a third (12.0-16.1 s with
 verification off; 14.4 and 16.0 s in two runs with it on whose verifier took no step at all),
 and the median of three such medians swung by as much as the limit.
 
@@ -30,7 +30,7 @@ from changelake.chaos.pipeline_process import PipelineProcess
 from changelake.verify.verified import PASSED, WORKED
 
 SHARE = RunOptions().verify_share  # the default a user gets
-SECONDS = 90.0  # of load measured per run: a few dozen changelog commits
+SECONDS = 90.0  # of load measured per run: a few dozen table commits
 # A fresh run's first batches (its JVM and Python workers cold) lag ~22 s in every run, on or off:
 # load before the measured window, not what verification costs.
 WARMUP_S = 30.0
@@ -43,7 +43,7 @@ class VerifyCost(TypedDict):
     rate: float  # transactions/s of the load
     seconds: float  # of load measured, per run
     warmup_s: float  # of load before it (older results: absent, none)
-    on_p50_s: float | None  # changelog freshness, median over the commits of the runs with it on
+    on_p50_s: float | None  # freshness, median over the table commits of the runs with it on
     off_p50_s: float | None
     run_p50_s: list[float | None]  # each run's own median, in `order` (older results: absent)
     commits: list[int]  # the commits measured with it on, and off (older results: absent)
@@ -91,7 +91,7 @@ def measure(run: CostRun, rate: float, seconds: float = SECONDS) -> VerifyCost:
         work += worked_s(log) if on else 0.0
         shown = f"{per_run[-1]:.1f} s" if per_run[-1] is not None else "no commits"
         run.say(
-            f"  verification {'on' if on else 'off'} (share {share:g}): changelog freshness p50 "
+            f"  verification {'on' if on else 'off'} (share {share:g}): freshness p50 "
             f"{shown}, the run's CPU {used.cpu_s:.0f} s over {used.seconds:.0f} s"
         )
     passes, pass_cpu_s = full_pass(run, log=run.log_dir / "verify-pass.log")
@@ -122,7 +122,7 @@ def _median_of(lags: list[float]) -> float | None:
 def _one(
     run: CostRun, share: float, log: Path, rate: float, seconds: float
 ) -> tuple[list[float], Timed]:
-    """One streaming run at `share` under the load: the changelog's lag at each commit after its
+    """One streaming run at `share` under the load: the tables' lag at each commit after its
     first WARMUP_S, and the run's wall and CPU seconds over all of it."""
     pipeline = PipelineProcess(
         run.env, log, ("--trigger-seconds", "1", "--verify-share", str(share))
@@ -195,14 +195,14 @@ def cost_section(cost: VerifyCost | None) -> list[str]:
     if not cost:
         return []
     if cost["ratio"] is None:
-        return ["## What continuous verification costs", "No changelog commits were measured."]
+        return ["## What continuous verification costs", "No table commits were measured."]
     worse = (cost["ratio"] - 1) * 100
     warmup = cost.get("warmup_s", 0.0)
     return [
         "## What continuous verification costs",
         f"The same load ({cost['rate']:g} transactions/s for {warmup + cost['seconds']:.0f} s) "
         f"against a streaming run with continuous verification at its default share "
-        f"({cost['share']:g}) and without it, {_order(cost)}: changelog "
+        f"({cost['share']:g}) and without it, {_order(cost)}: "
         f"freshness p50 {cost['on_p50_s']:.1f} s with it, {cost['off_p50_s']:.1f} s without "
         f"({worse:+.0f}%; the limit is +10%){_measured(cost)}, the run's CPU "
         f"{cost['on_cpu_s']:.0f} s against {cost['off_cpu_s']:.0f} s per run; its own steps "
@@ -227,7 +227,7 @@ def _measured(cost: VerifyCost) -> str:
         )
 
     return (
-        f" over every changelog commit after each run's first {cost['warmup_s']:.0f} s of load "
+        f" over every table commit after each run's first {cost['warmup_s']:.0f} s of load "
         f"({commits[0]} and {commits[1]} commits; each run's own median: with it {each(True)} s, "
         f"without {each(False)} s)"
     )

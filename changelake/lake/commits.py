@@ -5,7 +5,7 @@ errors are Delta write conflicts (a concurrent writer won; the write may be trie
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from changelake.lake import delta_log
 
+WRITES = "writes"  # the `extra` field of `CommitMeta.writes`
 LOOK_BACK = 50  # commits searched for the newest one with changelake's metadata
 # Delta's write conflicts. In delta-spark's Python API they share no base class (each derives
 # from PySparkException alone): catching DeltaConcurrentModificationException misses the rest.
@@ -56,6 +57,13 @@ class CommitMeta:
     changes: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def writes(self) -> int:
+        """How many batches of the stream this commit says were written into its table (a
+        snapshot: none): a count that grows by one per batch, where the highest LSN may not (a
+        batch of transactions that committed late carries only lower ones)."""
+        return int(self.extra.get(WRITES, 0))
+
     def to_json(self) -> str:
         return json.dumps({"changelake": 1, **asdict(self)}, sort_keys=True)
 
@@ -85,14 +93,15 @@ def latest_commit(spark: SparkSession, path: str) -> tuple[int, CommitMeta | Non
     return version, None
 
 
-def version_covering(spark: SparkSession, path: str, lsn: int, newest: int) -> int | None:
-    """The newest version at or before `newest` whose table holds every change up to `lsn` and
-    none after: its commit's highest LSN is `lsn` or lower (commits without changelake's
-    metadata, OPTIMIZE's, change no row and are passed over). None: none in the LOOK_BACK
-    commits before `newest`."""
+def version_covering(
+    spark: SparkSession, path: str, newest: int, covered: Callable[[CommitMeta], bool]
+) -> int | None:
+    """The newest version at or before `newest` whose commit's metadata `covered` accepts
+    (commits without changelake's metadata, OPTIMIZE's, change no row and are passed over).
+    None: none in the LOOK_BACK commits before `newest`."""
     for v in range(newest, max(-1, newest - LOOK_BACK), -1):
         info = delta_log.commit_info(spark, path, v)
         meta = CommitMeta.parse(info.get("userMetadata")) if info else None
-        if meta is not None and meta.max_lsn <= lsn:
+        if meta is not None and covered(meta):
             return v
     return None

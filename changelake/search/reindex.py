@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN, OP
 from changelake.exceptions import ConfigError
-from changelake.lake.commits import version_covering
+from changelake.lake.commits import CommitMeta, version_covering
 from changelake.lake.layout import delta_exists
 from changelake.lake.table import TableRead, pinned, read_table
 from changelake.search.bulk import BulkResult, Rejected
@@ -56,7 +56,7 @@ def reindex(
     rejected = built.rejected + caught.rejected
     _dead_letters(spark, table, lake, built.index, rejected, out)
     newest = final.meta or meta
-    sink.record(newest.max_lsn, newest.max_source_ts)
+    sink.record(newest.max_lsn, newest.max_source_ts, newest.writes)
     return ReindexResult(
         built.index, built.docs, built.seconds, caught.written, newest.max_lsn, len(rejected)
     )
@@ -74,13 +74,17 @@ def catch_up(
     the table but not OpenSearch, sent as the difference between the table's version the index
     last caught up with and its newest (time travel: both are on disk until a VACUUM, a week).
     The documents written, or None when that version is not found (then rebuild instead)."""
-    meta, applied = read.meta, sink.applied_lsn()
+    meta, applied, done = read.meta, sink.applied_lsn(), sink.applied_writes()
     if meta is None or applied is None:
         return None
-    if applied >= meta.max_lsn:
+    if meta.writes <= done if done is not None else meta.max_lsn <= applied:
         return 0
+
+    def covered(commit: CommitMeta) -> bool:  # by LSN only for a state an older release wrote
+        return commit.writes <= done if done is not None else commit.max_lsn <= applied
+
     path = table.path(lake)
-    version = version_covering(spark, path, applied, read.version)
+    version = version_covering(spark, path, read.version, covered)
     if version is None:
         return None
     out(
@@ -90,7 +94,7 @@ def catch_up(
     before = TableRead(pinned(spark, path, version), meta, version, read.soft_delete)
     caught = replay_between(before.live(), read.live(), sink, meta.key)
     _dead_letters(spark, table, lake, sink.alias, caught.rejected, out)
-    sink.record(meta.max_lsn, meta.max_source_ts)
+    sink.record(meta.max_lsn, meta.max_source_ts, meta.writes)
     return caught.written
 
 

@@ -217,12 +217,13 @@ class DeltaJvm:
 
 
 def small_files(spark: SparkSession, path: str, below_bytes: int) -> int:
-    """How many data files of the Delta table at `path` are smaller than `below_bytes`, from its
-    newest version's checksum file (no job); a table past the files a checksum lists counts
-    them all (packing it is due anyway)."""
-    snapshot = DeltaJvm(spark).transaction(path).snapshot()
+    """How many data files of the Delta table at `path` are smaller than `below_bytes`: from its
+    newest version's checksum file when it lists them (no job), else by a Spark job over the
+    table's state."""
+    jvm = DeltaJvm(spark)
+    snapshot = jvm.transaction(path).snapshot()
     checksum = snapshot.checksumOpt()
     if checksum.isDefined() and checksum.get().allFiles().isDefined():
-        found = DeltaJvm(spark).as_list(checksum.get().allFiles().get())
+        found = jvm.as_list(checksum.get().allFiles().get())
         return sum(1 for add in found if int(add.size()) < below_bytes)
-    return int(snapshot.numOfFiles())
+    return int(snapshot.allFiles().filter(f"size < {int(below_bytes)}").count())

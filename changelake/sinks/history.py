@@ -1,7 +1,7 @@
 """A table's stored history (views/history.py): every change appended, never merged, beside
 the base table at `<lake>/<prefix>/_history/<schema>/<table>`. No deletion vectors: any Delta
 reader reads it. It records no offsets of its own: a batch appends to it before its base table
-append (whose offsets the stream restarts from), so a crash in between replays the batch into
+commit (whose offsets the stream restarts from), so a crash in between replays the batch into
 it, which the view's dedup by position makes harmless.
 """
 

@@ -71,6 +71,12 @@ class SearchSink:
         applied = (self.state() or {}).get("applied_lsn")
         return None if applied is None else int(applied)
 
+    def applied_writes(self) -> int | None:
+        """The table's write (`CommitMeta.writes`) the index last caught up with (None: not
+        recorded, by an older changelake)."""
+        applied = (self.state() or {}).get("applied_writes")
+        return None if applied is None else int(applied)
+
     def state(self) -> dict[str, Any] | None:
         found = self.client.request("GET", f"/{STATE_INDEX}/_doc/{self.alias}", missing_ok=True)
         return found.get("_source") if found and found.get("found") else None
@@ -100,21 +106,24 @@ class SearchSink:
         docs = documents(rows, self.spec, key)
         return self.writer.write(_docs(docs), self.alias, True)
 
-    def record(self, lsn: int, source_ts: str | None) -> None:
-        """Remember how far the index has applied (never backwards: the LSN is the version)."""
+    def record(self, lsn: int, source_ts: str | None, writes: int) -> None:
+        """Remember how far the index has applied: the table's highest LSN and its write
+        number. Never back to a lower LSN (the document's version); a batch that leaves the
+        highest LSN as it was (late transactions only) still moves the write number on."""
         self._ensure_state_index()
         doc = {
             "alias": self.alias,
             "table": self.spec.table,
             "applied_lsn": lsn,
+            "applied_writes": writes,
             "source_ts": source_ts,
             "updated_at": datetime.now(UTC).isoformat(),
         }
-        path = f"/{STATE_INDEX}/_doc/{self.alias}?version={lsn}&version_type=external"
+        path = f"/{STATE_INDEX}/_doc/{self.alias}?version={lsn}&version_type=external_gte"
         try:
             self.client.request("PUT", path, doc)
         except SearchApiError as exc:
-            if exc.status != 409:  # 409: a newer LSN is recorded already
+            if exc.status != 409:  # 409: a higher LSN is recorded already
                 raise
 
     # --- pieces --------------------------------------------------------------------------------

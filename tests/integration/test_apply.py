@@ -72,7 +72,7 @@ def test_snapshot_then_changes_then_truncate(
     p.run_once()
     assert p.assert_equal(t, ["id"]) == 2
 
-    # Upkeep: the compactions' small files packed, nothing a reader needs deleted, reads equal.
+    # Upkeep: the batches' small files packed, nothing a reader needs deleted, reads equal.
     done = p.cli("maintain", "--tables", t).stdout
     before, after = map(int, re.findall(rf"{t}: ([\d,]+) files → ([\d,]+) after", done)[0])
     assert 1 <= after <= before, done

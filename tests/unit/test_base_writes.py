@@ -147,3 +147,26 @@ def test_every_write_leaves_the_table_the_changes_make(
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{base.path}`").first()
     assert detail is not None
     assert {k: detail["properties"].get(k) for k in BASE_PROPERTIES} == BASE_PROPERTIES
+
+
+def test_a_write_number_another_run_took_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    """Two runs on one lake whose batches began at different offsets reach the same write
+    number: the second is refused (the table then starts again from its commits), never
+    taken as written while its changes are not."""
+    from changelake.apply.batch_sinks import AppliedBatch, Base
+    from changelake.apply.batch_stats import BatchStats
+    from changelake.exceptions import RetryableError
+
+    base = DeltaSink(spark, str(tmp_path / "t"), "t")
+    meta = CommitMeta("snapshot", "p.public.t", {"0": 1}, 100, None, ("id",))
+    spark.createDataFrame([(1, "a", 100, "r", ts(100))], BASE).write.format("delta").option(
+        "userMetadata", meta.to_json()
+    ).save(base.path)
+    ours = spark.createDataFrame([(2, "b", 110, "c", ts(110))], BASE)
+    theirs = spark.createDataFrame([(3, "c", 120, "c", ts(120))], BASE)
+    decoded: Any = None  # the sink reads only the rows, the stats and the commit metadata
+    assert base.write_changes(theirs, ("id",), None, meta, "app", 1)  # the other run's write 1
+    with pytest.raises(RetryableError, match="another writer committed its write 1"):
+        Base(base, "app").write(AppliedBatch(decoded, BatchStats(), meta, 1, ours))
+    stored = spark.read.format("delta").load(base.path)
+    assert sorted(r["id"] for r in stored.collect()) == [1, 3]
