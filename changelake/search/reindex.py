@@ -77,12 +77,12 @@ def catch_up(
     meta, applied, done = read.meta, sink.applied_lsn(), sink.applied_writes()
     if meta is None or applied is None:
         return None
-    if meta.writes <= done if done is not None else meta.max_lsn <= applied:
-        return 0
 
     def covered(commit: CommitMeta) -> bool:  # by LSN only for a state an older release wrote
         return commit.writes <= done if done is not None else commit.max_lsn <= applied
 
+    if covered(meta):
+        return 0
     path = table.path(lake)
     version = version_covering(spark, path, read.version, covered)
     if version is None:
