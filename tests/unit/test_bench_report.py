@@ -280,13 +280,13 @@ def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
         pass_cpu_s=250.0,
     )
     text = "\n".join(cost_section(cost))
-    assert "without it, 3 times each (on, off, off, on, on, off): changelog" in text
+    assert "without it, 3 times each (on, off, off, on, on, off): freshness" in text
     assert "each of the bench's 2 tables (1,840,549 rows)" in text
     assert "the longest 330 s, the first passes' steps working 182 s, the run's CPU 250 s" in text
     assert "takes about 55 minutes on an idle machine" in text
     assert "(250 transactions/s for 120 s)" in text
     assert (
-        "(+10%; the limit is +10%) over every changelog commit after each run's first 30 s of "
+        "(+10%; the limit is +10%) over every table commit after each run's first 30 s of "
         "load (40 and 43 commits; each run's own median: with it 10.5 / 11.2 / - s, without "
         "9.0 / 10.1 / 12.0 s), the run's CPU" in text
     )
@@ -294,8 +294,8 @@ def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
     older = {k: v for k, v in cost.items() if k not in newer}
     said = "\n".join(cost_section(older))  # type: ignore[arg-type]
     assert "A full pass" not in said and "twice each (on, off, off, on)" in said
-    assert "(250 transactions/s for 90 s)" in said and "every changelog commit" not in said
-    assert "changelog freshness p50 11.0 s with it, 10.0 s without (+10%; the limit" in text
+    assert "(250 transactions/s for 90 s)" in said and "every table commit" not in said
+    assert "freshness p50 11.0 s with it, 10.0 s without (+10%; the limit" in text
     assert "the run's CPU 140 s against 135 s per run" in text
-    assert "No changelog commits" in "\n".join(cost_section({**cost, "ratio": None}))
+    assert "No table commits" in "\n".join(cost_section({**cost, "ratio": None}))
     assert cost_section(None) == []
