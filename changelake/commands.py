@@ -204,15 +204,12 @@ def query_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def status_command(args: argparse.Namespace, settings: Settings) -> int:
     from changelake.read import status, status_print
-    from changelake.spark import session
 
     if args.pipeline:
         code, line = status.pipeline_health(settings)
         print(line)
         return code
-    spark = session(settings, app="changelake-status")
-    spark.sparkContext.setLogLevel("FATAL")
-    report = status.collect(settings, spark)
+    report = status.collect(settings)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:

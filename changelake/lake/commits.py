@@ -5,7 +5,7 @@ errors are Delta write conflicts (a concurrent writer won; the write may be trie
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -85,12 +85,17 @@ def latest_commit(spark: SparkSession, path: str) -> tuple[int, CommitMeta | Non
     version = delta_log.newest_version(spark, path)
     if version < 0:
         raise LookupError(f"no Delta table at {path}")
-    for v in range(version, max(-1, version - LOOK_BACK), -1):
-        info = delta_log.commit_info(spark, path, v)
+    versions = range(version, max(-1, version - LOOK_BACK), -1)
+    return version, newest_meta(delta_log.commit_info(spark, path, v) for v in versions)
+
+
+def newest_meta(infos: Iterable[dict[str, Any] | None]) -> CommitMeta | None:
+    """The first changelake metadata among commit infos, newest first (None: none has any)."""
+    for info in infos:
         meta = CommitMeta.parse(info.get("userMetadata")) if info else None
         if meta is not None:
-            return version, meta
-    return version, None
+            return meta
+    return None
 
 
 def version_covering(

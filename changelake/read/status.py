@@ -8,16 +8,21 @@ Debezium, and a problem entry once that passes `Settings.slot_lag_warn_bytes`. A
 connector captures nothing (not running, or its slot dropped, invalidated, made again, or its
 source restored: capture_health, slot_trouble) shows `stalled` with the cause.
 
+Nothing here starts Spark: the Delta tables are read with delta-rs (lake/quick_reads.py), so
+status answers in about two seconds whether or not a pipeline runs.
+
 A service that does not answer becomes an entry in `problems` and `None` in the fields it feeds:
 status is what people run when something is wrong, so it must not fail with it.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from confluent_kafka import KafkaException
+from deltalake import DeltaTable
 
 from changelake import exit_codes, kafka_io, tables
 from changelake.apply.pipeline_file import (
@@ -30,10 +35,10 @@ from changelake.capture.capture_health import Stall, capture_stalls, problem_lin
 from changelake.capture.slot_status import slot_warnings, slots_of
 from changelake.capture.slot_trouble import slot_troubles
 from changelake.exceptions import ChangelakeError, first_line
+from changelake.lake import quick_reads
 from changelake.lake.commits import CommitMeta
 from changelake.lake.errors import errors_path
-from changelake.lake.layout import DELETED, delta_exists
-from changelake.lake.table import TableRead, read_table
+from changelake.lake.layout import DELETED
 from changelake.pg import pg_lsn
 from changelake.read.dropped_columns import dropped, source_columns
 from changelake.search.client import SearchClient
@@ -43,9 +48,6 @@ from changelake.tables import TableRef
 from changelake.verify.verified import verified
 from changelake.views.derived import derived_views
 from changelake.views.status import views_report
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 NOT_RUNNING = "not running"
 STALLED = str(TableState.STALLED)
@@ -57,19 +59,21 @@ BEHIND_S = 60.0
 Marks = dict[str, dict[int, tuple[int, int]]]
 
 
-def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
-    """The whole report as plain JSON-ready data (see print_report for the human view)."""
+def collect(settings: Settings) -> dict[str, Any]:
+    """The whole report as plain JSON-ready data (see print_report for the human view), read
+    without Spark: the Delta tables through delta-rs (lake/quick_reads.py)."""
     problems: list[str] = []
     refs = tables.captured(settings)
     pipeline, states = pipeline_state(settings)
     # A running pipeline may have been started for some tables only (`--only`).
     absent = {"state": "not in this run" if pipeline["running"] else NOT_RUNNING, "error": None}
     marks = _marks(settings.kafka_bootstrap, [r.topic for r in refs], problems)
-    errors = _error_counts(spark, settings)
+    options = quick_reads.storage_options(settings, os.environ)
+    errors = _error_counts(settings, options)
     client = SearchClient.of(settings, retry_for_s=0)
     checked = verified(settings.run_dir)
     columns = source_columns(settings, refs, problems)
-    lake = {r.name: _table_report(spark, settings, r, marks, columns.get(r.name)) for r in refs}
+    lake = {r.name: _table_report(settings, options, r, marks, columns.get(r.name)) for r in refs}
     connector_of = {r.name: r.connector for r in refs}
     stalls = capture_stalls(
         settings.connect_url, settings.kafka_bootstrap, connector_of.values(), problems
@@ -91,7 +95,7 @@ def collect(settings: Settings, spark: SparkSession) -> dict[str, Any]:
     slots = slots_of(settings, refs, problems)
     owners = {r.slot: r.connector for r in refs if r.slot}
     problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
-    views = views_report(spark, derived_views(settings, refs))
+    views = views_report(derived_views(settings, refs), options)
     return {
         "pipeline": pipeline,
         "tables": report_tables,
@@ -170,27 +174,26 @@ def pipeline_health(settings: Settings) -> tuple[int, str]:
 
 
 def _table_report(
-    spark: SparkSession,
     settings: Settings,
+    options: dict[str, str],
     ref: TableRef,
     marks: Marks | None,
     source: set[str] | None,
 ) -> dict[str, Any]:
-    path = ref.path(settings.lake)
-    read = read_table(spark, path, ref.soft_delete) if delta_exists(spark, path) else None
-    meta = read.meta if read is not None else None
+    table = quick_reads.open_table(ref.path(settings.lake), options)
+    meta = quick_reads.newest(table)[1] if table is not None else None
     lsn = meta.max_lsn if meta else None
     waiting = _lag(marks, ref.topic, meta)
     since = _waiting_since(settings.kafka_bootstrap, marks, ref.topic, meta) if waiting else None
     return {
-        "exists": read is not None,
-        **(_row_counts(read) if read is not None else {"rows": None, "soft_deleted": None}),
+        "exists": table is not None,
+        **(_row_counts(table, ref.soft_delete) if table else {"rows": None, "soft_deleted": None}),
         "applied_lsn": lsn,
         "applied_lsn_pg": pg_lsn(lsn) if lsn is not None else None,
         "source_commit_time": meta.max_source_ts if meta else None,
         "lag_records": waiting,
         **_lags(waiting, since),
-        "dropped_columns": dropped(read.rows.columns, source) if read is not None else [],
+        "dropped_columns": dropped(quick_reads.columns(table), source) if table else [],
     }
 
 
@@ -253,29 +256,26 @@ def _index_report(
     return report
 
 
-def _row_counts(read: TableRead) -> dict[str, int | None]:
+def _row_counts(table: DeltaTable, soft_delete: bool) -> dict[str, int | None]:
     """Live rows; a soft-delete table also reports the rows marked deleted (kept, not counted)."""
-    from pyspark.sql import functions as F
+    if not soft_delete:
+        return {"rows": int(quick_reads.one_row(table, "count(*) AS n")["n"]), "soft_deleted": None}
+    marked = quick_reads.quoted(DELETED)
+    row = quick_reads.one_row(
+        table,
+        f"coalesce(sum(CASE WHEN {marked} THEN 0 ELSE 1 END), 0) AS live,"
+        f" coalesce(sum(CASE WHEN {marked} THEN 1 ELSE 0 END), 0) AS marked",
+    )
+    return {"rows": int(row["live"]), "soft_deleted": int(row["marked"])}
 
-    df = read.rows
-    if not read.soft_delete:
-        return {"rows": df.count(), "soft_deleted": None}
-    row = df.agg(
-        F.count(F.when(~F.col(DELETED), True)), F.count(F.when(F.col(DELETED), True))
-    ).first()
-    assert row is not None  # a global aggregate always has one row
-    return {"rows": int(row[0]), "soft_deleted": int(row[1])}
 
-
-def _error_counts(spark: SparkSession, settings: Settings) -> dict[str, int]:
+def _error_counts(settings: Settings, options: dict[str, str]) -> dict[str, int]:
     """Dead letters per source topic (one pass over `_errors`)."""
-    from delta.tables import DeltaTable
-
-    path = errors_path(settings)
-    if not DeltaTable.isDeltaTable(spark, path):
+    table = quick_reads.open_table(errors_path(settings), options)
+    if table is None:
         return {}
-    counts = spark.read.format("delta").load(path).groupBy("topic").count().collect()
-    return {str(r["topic"]): int(r["count"]) for r in counts}
+    counts = quick_reads.rows_of(table, "SELECT topic, count(*) AS n FROM t GROUP BY topic")
+    return {str(r["topic"]): int(r["n"]) for r in counts}
 
 
 # --- Kafka -------------------------------------------------------------------------------------

@@ -6,44 +6,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
-
 from changelake.changelog.decode import LSN
-from changelake.lake.layout import delta_exists
+from changelake.lake import quick_reads
 from changelake.pg import pg_lsn
 from changelake.sinks.history import history_of
 from changelake.views.derived import DerivedView
 
 
-def views_report(spark: SparkSession, views: list[DerivedView]) -> dict[str, Any]:
+def views_report(views: list[DerivedView], options: dict[str, str]) -> dict[str, Any]:
+    """Read without Spark (lake/quick_reads.py; `options`: its storage options)."""
     report: dict[str, Any] = {}
     stored: dict[str, dict[str, Any]] = {}  # per base path: a table two views read is read once
     for view in views:
         for path in view.paths:
             if path not in stored:
-                stored[path] = _stored(spark, path)
+                stored[path] = _stored(path, options)
         entry: dict[str, Any] = {"kind": view.spec.kind, "table": view.spec.table}
         entry["tables"] = {t: stored[p] for t, p in zip(view.spec.tables, view.paths, strict=True)}
         if view.stored_at:  # an aggregate's own rows
-            exists = delta_exists(spark, view.stored_at)
-            entry["rows"] = (
-                spark.read.format("delta").load(view.stored_at).count() if exists else None
-            )
+            table = quick_reads.open_table(view.stored_at, options)
+            entry["rows"] = int(quick_reads.one_row(table, "count(*) AS n")["n"]) if table else None
         report[view.name] = entry
     return report
 
 
-def _stored(spark: SparkSession, base_path: str) -> dict[str, Any]:
-    path = history_of(base_path)
-    if not delta_exists(spark, path):
+def _stored(base_path: str, options: dict[str, str]) -> dict[str, Any]:
+    table = quick_reads.open_table(history_of(base_path), options)
+    if table is None:
         return {"stored": None, "applied_lsn": None, "applied_lsn_pg": None}
-    count, lsn = spark.read.format("delta").load(path).agg(F.count("*"), F.max(LSN)).first() or (
-        0,
-        None,
-    )
+    row = quick_reads.one_row(table, f"count(*) AS n, max({quick_reads.quoted(LSN)}) AS lsn")
+    lsn = row["lsn"]
     return {
-        "stored": int(count),
+        "stored": int(row["n"]),
         "applied_lsn": lsn,
         "applied_lsn_pg": pg_lsn(int(lsn)) if lsn is not None else None,
     }

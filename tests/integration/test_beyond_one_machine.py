@@ -7,6 +7,7 @@ server."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -79,3 +80,6 @@ def test_a_cluster_applies_snapshot_and_changes_to_a_lake_on_s3(
             p.spark, p.dsn, f"public.{table}", f"{lake}/{p.prefix}/public/{table}", ["site", "sku"]
         )
         assert rows == 200 - 40 + 1
+        # `status` reads the bucket without Spark (delta-rs), with the same S3 settings.
+        shown = json.loads(changelake("status", "--json", env=env, check=False).stdout)
+        assert (shown["tables"][table]["rows"], shown["tables"][table]["lag_changes"]) == (rows, 0)
