@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
@@ -100,7 +101,6 @@ def open_query(
 
     from changelake.read.as_of import read_points, refuse_without_history
     from changelake.read.served_query import connect, words
-    from changelake.spark import session
     from changelake.views.derived import derived_views
 
     _refuse_writes(sql)
@@ -112,14 +112,34 @@ def open_query(
     if remote is not None:
         spark, views = remote
     else:
-        spark = session(settings, app="changelake-query")
-        _quiet(spark)
+        spark = _own_session(settings, say if served and as_of is None else None)
         at = read_points(spark, settings, refs, as_of, say) if as_of is not None else None
         views = register_views(spark, settings, refs, sql, at)
     try:
         return spark.sql(sql), views
     except PySparkException as exc:
         raise ChangelakeError(spark_message(exc), _tables_hint(views)) from None
+
+
+def _own_session(settings: Settings, say: Callable[[str], None] | None) -> SparkSession:
+    """A Spark session of this process's own; `say`: tell that no pipeline served the query,
+    the faster ways, and how long the session took to start (most of such a query's time)."""
+    from pyspark.sql import SparkSession
+
+    from changelake.spark import session
+
+    if say is not None and SparkSession.getActiveSession() is None:
+        say(
+            "no running pipeline serves this lake: starting a Spark session of this query's own"
+            " (a streaming `changelake run` answers in a few seconds; Polars, DuckDB or"
+            " delta-rs read the tables directly, docs/readers.md)"
+        )
+    started = time.monotonic()
+    spark = session(settings, app="changelake-query")
+    _quiet(spark)
+    if say is not None and (took := time.monotonic() - started) > 1:  # not a warm one
+        say(f"Spark started in {took:.1f} s")
+    return spark
 
 
 def run_query(
