@@ -14,8 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from changelake.exceptions import ChangelakeError, first_line
 from changelake.lake.commits import LOOK_BACK, CommitMeta, newest_meta
 from changelake.settings import Settings
 from changelake.spark import s3a_conf
@@ -46,11 +47,14 @@ def storage_options(settings: Settings, env: Mapping[str, str]) -> dict[str, str
 
 
 def open_table(path: str, options: Mapping[str, str]) -> DeltaTable | None:
-    """The table at its newest version (None: no Delta table there)."""
+    """The table at its newest version (None: no Delta table there). A log that cannot be read
+    (damaged, the store refusing) raises a ChangelakeError naming the path."""
     try:
         return DeltaTable(path, storage_options=dict(options))
     except TableNotFoundError:
         return None
+    except (DeltaError, OSError) as exc:  # delta-rs appends a backtrace: its first line says it
+        raise ChangelakeError(f"cannot read the Delta table at {path}: {first_line(exc)}") from exc
 
 
 def newest(table: DeltaTable) -> tuple[int, CommitMeta | None]:

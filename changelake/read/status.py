@@ -69,11 +69,15 @@ def collect(settings: Settings) -> dict[str, Any]:
     absent = {"state": "not in this run" if pipeline["running"] else NOT_RUNNING, "error": None}
     marks = _marks(settings.kafka_bootstrap, [r.topic for r in refs], problems)
     options = quick_reads.storage_options(settings, os.environ)
-    errors = _error_counts(settings, options)
+    try:
+        errors = _error_counts(settings, options)
+    except ChangelakeError as exc:
+        errors = {}
+        problems.append(f"dead letters: {first_line(exc)}")
     client = SearchClient.of(settings, retry_for_s=0)
     checked = verified(settings.run_dir)
     columns = source_columns(settings, refs, problems)
-    lake = {r.name: _table_report(settings, options, r, marks, columns.get(r.name)) for r in refs}
+    lake = {r.name: _read_or_said(settings, options, r, marks, columns, problems) for r in refs}
     connector_of = {r.name: r.connector for r in refs}
     stalls = capture_stalls(
         settings.connect_url, settings.kafka_bootstrap, connector_of.values(), problems
@@ -95,7 +99,11 @@ def collect(settings: Settings) -> dict[str, Any]:
     slots = slots_of(settings, refs, problems)
     owners = {r.slot: r.connector for r in refs if r.slot}
     problems += slot_warnings(slots, settings.slot_lag_warn_bytes, owners)
-    views = views_report(derived_views(settings, refs), options)
+    try:
+        views = views_report(derived_views(settings, refs), options)
+    except ChangelakeError as exc:
+        views = {}
+        problems.append(f"views: {first_line(exc)}")
     return {
         "pipeline": pipeline,
         "tables": report_tables,
@@ -171,6 +179,27 @@ def pipeline_health(settings: Settings) -> tuple[int, str]:
 
 
 # --- Delta tables ------------------------------------------------------------------------------
+
+
+_FIGURES = ("rows", "soft_deleted", "applied_lsn", "applied_lsn_pg", "source_commit_time")
+_LAGS = ("lag_records", "lag_s", "lag_changes")
+
+
+def _read_or_said(
+    settings: Settings,
+    options: dict[str, str],
+    ref: TableRef,
+    marks: Marks | None,
+    columns: dict[str, set[str]],
+    problems: list[str],
+) -> dict[str, Any]:
+    """The table's report; when its Delta log cannot be read, no figure (a lag counted from
+    nothing would be wrong) and the cause in `problems`."""
+    try:
+        return _table_report(settings, options, ref, marks, columns.get(ref.name))
+    except ChangelakeError as exc:
+        problems.append(f"{ref.name}: {first_line(exc)}")
+        return {"exists": None, **dict.fromkeys(_FIGURES + _LAGS), "dropped_columns": []}
 
 
 def _table_report(
