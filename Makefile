@@ -70,6 +70,6 @@ format: setup ## apply ruff's formatting and safe fixes
 	@$(BIN)/ruff format changelake tests
 	@$(BIN)/ruff check --fix changelake tests
 
-lock: ## re-resolve requirements.lock (the image's) and requirements-dev.lock (make setup's) from pyproject.toml
+lock: ## re-resolve requirements-dev.lock (make setup's) from pyproject.toml, then requirements.lock (the image's) within it
 	@$(BIN)/uv pip compile -q pyproject.toml --universal --python-version 3.11 --extra dev --extra bench -o requirements-dev.lock
-	@$(BIN)/uv pip compile -q pyproject.toml --universal --python-version 3.11 -o requirements.lock
+	@$(BIN)/uv pip compile -q pyproject.toml --universal --python-version 3.11 -c requirements-dev.lock -o requirements.lock
