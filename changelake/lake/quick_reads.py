@@ -60,9 +60,9 @@ def open_table(path: str, options: Mapping[str, str]) -> DeltaTable | None:
 def newest(table: DeltaTable) -> tuple[int, CommitMeta | None]:
     """The table's version and the newest commit metadata at or before it (as
     `commits.latest_commit`): the last few commits first, the LOOK_BACK ones if none says."""
-    meta = newest_meta(i for i in table.history(FIRST_LOOK))
+    meta = newest_meta(table.history(FIRST_LOOK))
     if meta is None:
-        meta = newest_meta(i for i in table.history(LOOK_BACK))
+        meta = newest_meta(table.history(LOOK_BACK))
     return table.version(), meta
 
 
