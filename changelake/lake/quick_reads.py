@@ -70,6 +70,11 @@ def columns(table: DeltaTable) -> list[str]:
     return [f.name for f in table.schema().fields]
 
 
+def count(table: DeltaTable) -> int:
+    """The table's rows (deletion vectors applied)."""
+    return int(one_row(table, "count(*) AS n")["n"])
+
+
 def one_row(table: DeltaTable, select: str) -> dict[str, Any]:
     """`SELECT <select> FROM t` over the table, its one row (an aggregate's)."""
     rows = rows_of(table, f"SELECT {select} FROM t")

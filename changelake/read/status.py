@@ -288,7 +288,7 @@ def _index_report(
 def _row_counts(table: DeltaTable, soft_delete: bool) -> dict[str, int | None]:
     """Live rows; a soft-delete table also reports the rows marked deleted (kept, not counted)."""
     if not soft_delete:
-        return {"rows": int(quick_reads.one_row(table, "count(*) AS n")["n"]), "soft_deleted": None}
+        return {"rows": quick_reads.count(table), "soft_deleted": None}
     marked = quick_reads.quoted(DELETED)
     row = quick_reads.one_row(
         table,

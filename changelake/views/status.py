@@ -25,7 +25,7 @@ def views_report(views: list[DerivedView], options: dict[str, str]) -> dict[str,
         entry["tables"] = {t: stored[p] for t, p in zip(view.spec.tables, view.paths, strict=True)}
         if view.stored_at:  # an aggregate's own rows
             table = quick_reads.open_table(view.stored_at, options)
-            entry["rows"] = int(quick_reads.one_row(table, "count(*) AS n")["n"]) if table else None
+            entry["rows"] = quick_reads.count(table) if table else None
         report[view.name] = entry
     return report
 

@@ -38,6 +38,8 @@ KNOWN_FAKES: dict[tuple[str, str], str] = {
     ("tests/unit/test_compose_s3.py", "dummy-access"): "only `docker-compose config` sees it",
     ("tests/unit/test_compose_s3.py", "dummy-secret"): "as dummy-access",
     ("tests/unit/test_spark_settings.py", "aws-secret"): "shows which variable's key S3A gets",
+    ("tests/unit/test_quick_reads.py", "fake-secret"): "shows which option delta-rs gets",
+    ("tests/unit/test_quick_reads.py", "fake-access"): "as fake-secret",
     ("tests/unit/test_spark_settings.py", "own-access"): "as aws-secret",
     ("tests/unit/test_key_locate.py", "fake-access"): "shows which S3A keys pyarrow gets",
     ("tests/unit/test_key_locate.py", "fake-secret"): "as fake-access",

@@ -46,13 +46,33 @@ def test_no_table_is_none_and_a_damaged_log_is_named(tmp_path: Path) -> None:
 
 def test_an_s3_lake_is_read_with_the_spark_session_s_settings() -> None:
     settings = replace(load_settings({}), lake="s3a://bucket/lake", s3_endpoint="http://h:7070")
-    env = {"CHANGELAKE_S3_ACCESS_KEY": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    env = {"CHANGELAKE_S3_ACCESS_KEY": "fake-access", "AWS_SECRET_ACCESS_KEY": "fake-secret"}
     assert quick_reads.storage_options(settings, env) == {
         "AWS_ENDPOINT_URL": "http://h:7070",
         "AWS_REGION": "us-east-1",  # a server of one's own: the one region signing names
-        "AWS_ACCESS_KEY_ID": "k",
-        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_ACCESS_KEY_ID": "fake-access",
+        "AWS_SECRET_ACCESS_KEY": "fake-secret",
         "AWS_ALLOW_HTTP": "true",
         "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
     }
     assert quick_reads.storage_options(replace(settings, lake="/var/lake"), env) == {}
+
+
+def test_status_names_a_table_it_cannot_read_and_counts_no_lag_from_nothing(
+    tmp_path: Path,
+) -> None:
+    from changelake.read.status import _read_or_said
+    from changelake.tables import TableRef
+
+    settings = replace(load_settings({}), lake=str(tmp_path))
+    ref = TableRef("public", "bad", "shop.public.bad", "shop", "slot")
+    log = Path(ref.path(settings.lake)) / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text("not json{")
+    problems: list[str] = []
+    marks = {ref.topic: {0: (0, 500)}}  # 500 records: unread by a table nobody can read
+    shown = _read_or_said(settings, {}, ref, marks, {}, problems)
+    assert shown["rows"] is None and shown["lag_changes"] is None and shown["exists"] is None
+    assert len(problems) == 1 and problems[0].startswith(
+        f"bad: cannot read the Delta table at {ref.path(settings.lake)}: "
+    )
