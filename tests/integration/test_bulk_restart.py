@@ -26,7 +26,7 @@ from tests.support import SLOW_ACKS
 pytestmark = [
     pytest.mark.stack,
     pytest.mark.chaos,
-]  # `make chaos`: one chaos round in `make test` covers the fault
+]  # `make chaos`, beside its rounds, which stop Connect inside bulks too
 ROWS = 2500  # per table and per stop
 STOPS = ("SIGTERM", "SIGKILL")  # a table pair each
 

@@ -1,4 +1,4 @@
-"""The short form of `make chaos`: one round of every fault while a workload churns the test's
+"""The short form of `make chaos`, run by it (`pytest -m chaos`): one round of every fault while a workload churns the test's
 own table (and inserts stream to its own event table while Connect is killed);
 `changelake verify` and the tests' own comparison both find nothing."""
 
@@ -24,7 +24,7 @@ from tests.churn import CHURN_FIELDS, Churn, churn_table
 from tests.integration.pipeline_fixtures import Pipeline
 from tests.support import SLOW_ACKS
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.chaos]  # ~7 minutes: `make chaos`, not `make test`
 SEEDED = 300
 
 
