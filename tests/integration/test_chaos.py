@@ -1,6 +1,6 @@
-"""The short form of `make chaos`, run by it (`pytest -m chaos`): one round of every fault while a workload churns the test's
-own table (and inserts stream to its own event table while Connect is killed);
-`changelake verify` and the tests' own comparison both find nothing."""
+"""The short form of `make chaos`, run by it (`pytest -m chaos`): one round of every fault
+while a workload churns the test's own table (and inserts stream to its own event table while
+Connect is killed); `changelake verify` and the tests' own comparison both find nothing."""
 
 from __future__ import annotations
 
