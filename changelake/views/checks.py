@@ -30,7 +30,7 @@ from changelake.views.aggregate_config import Aggregate
 from changelake.views.config import Lookup, load_views
 from changelake.views.derived import DerivedView, build_view, recorded
 from changelake.views.enrichment import LOOKUP_LSN
-from changelake.views.history import CURRENT, VALID_FROM_LSN
+from changelake.views.history import CURRENT, VALID_FROM_LSN, new_versions
 from changelake.views.interval_config import IntervalJoin
 from changelake.views.stored_history import stored_history, versions_of
 from changelake.views.window_config import EventTime
@@ -64,11 +64,18 @@ def check_view(
     read = read_table(spark, path, ref.soft_delete)
     key = read.meta.key if read.meta else ()
     data = [c for c in read.rows.columns if c not in _NOT_DATA]
+    live = read.live()
     if view.spec.kind == "history":
-        current = built.where(F.col(CURRENT)).select(*data, F.col(VALID_FROM_LSN).alias(LSN))
+        # A re-read equal to the version before it (a re-send, a re-sync) is no new version,
+        # while the table takes its LSN: a current version began at or before the table's row.
+        versions = built.where(F.col(CURRENT))
+        _compare(found, live.select(*data), versions.select(*data), key, "current version")
+        later = versions.join(live.select(*key, LSN), list(key))
+        later = later.where(F.col(VALID_FROM_LSN) > F.col(LSN)).select(*key, LSN)
+        _add(found, "differing", later, key, "current version, newer than the table's row,")
     else:
         current = _newest(built, key).select(*data, LSN)
-    _compare(found, read.live().select(*data, LSN), current, key, "current version")
+        _compare(found, live.select(*data, LSN), current, key, "current version")
     if view.spec.lookup is not None:
         _check_lookups(spark, view, view.spec.lookup, built, key, found)
     return found
@@ -84,7 +91,12 @@ def _check_lookups(
 ) -> None:
     stream, other = stored_history(spark, view.paths[0]), stored_history(spark, view.paths[1])
     assert stream is not None and other is not None  # the view was built from them
-    expected = recomputed(stream[0], key, other[0], lookup)
+    # The lookup's versions as the view takes them: re-reads that change nothing are none.
+    theirs = other[0]
+    cuts = theirs.where(F.col(OP) == "t")
+    truncates = [(int(t[0]), t[1]) for t in cuts.select(LSN, SOURCE_TS).distinct().collect()]
+    theirs = new_versions(theirs, other[1], truncates).unionByName(cuts)
+    expected = recomputed(stream[0], key, theirs, lookup)
     ours = built.select(*key, LSN, OP, *[n for n, _ in lookup.columns], LOOKUP_LSN)
     _add(found, "differing", ours.exceptAll(expected), key, "enriched change")
     _add(found, "missing", expected.join(ours, [*key, LSN, OP], "left_anti"), key, "change")

@@ -80,11 +80,8 @@ def history_view(
     """The stored history (`stored`) as versions: the table's columns, the op that made the
     version, `_valid_from_lsn`/`_valid_from`, `_valid_to_lsn`/`_valid_to` (NULL: still valid)
     and `_current`. `truncates`: every truncate's (LSN, source time), from the stored rows."""
-    # One row per change: a key has one change at an LSN, however often it was stored (a batch
-    # replayed after a crash, or Debezium delivering a change again at another offset).
-    rows = stored.where(F.col(OP) != "t").dropDuplicates([*key, LSN, OP])
+    rows = new_versions(stored, key, truncates)
     data = [c for c in stored.columns if c not in (*_ORDER, OP, SOURCE_TS, TOASTED)]
-    rows = _without_rereads(rows, key, [c for c in data if c not in key], truncates)
     following = Window.partitionBy(*key).orderBy(*_ORDER)
     next_lsn, next_at = F.lead(LSN).over(following), F.lead(SOURCE_TS).over(following)
     cut_lsn: Column = F.lit(None).cast("long")
@@ -108,6 +105,17 @@ def history_view(
         to_at.alias(VALID_TO),
         to_lsn.isNull().alias(CURRENT),
     )
+
+
+def new_versions(
+    stored: DataFrame, key: Sequence[str], truncates: Sequence[tuple[int, datetime | None]]
+) -> DataFrame:
+    """The stored changes that make a version: each once (a key has one change at an LSN,
+    however often it was stored: a batch replayed after a crash, or Debezium delivering a change
+    again at another offset), less re-reads that change nothing; no truncates."""
+    rows = stored.where(F.col(OP) != "t").dropDuplicates([*key, LSN, OP])
+    data = [c for c in stored.columns if c not in (*_ORDER, OP, SOURCE_TS, TOASTED)]
+    return _without_rereads(rows, key, [c for c in data if c not in key], truncates)
 
 
 def _without_rereads(
