@@ -177,6 +177,10 @@ class Settings:
     # `status` warns about a replication slot holding more unconfirmed WAL than this: well before
     # Postgres invalidates it at max_slot_wal_keep_size (4GB locally, 2GB under docker compose).
     slot_lag_warn_bytes: int = 1 << 30
+    # A replication slot that lost changes (dropped, invalidated, left behind by a failover) is
+    # re-synced by the running pipeline with nobody asked (apply/resync.py); False
+    # (CHANGELAKE_RESYNC=manual) leaves its tables stalled until a person acts.
+    resync: bool = True
 
     @cached_property
     def versions(self) -> Versions:
@@ -301,7 +305,17 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         search_retry_s=_seconds(env, "CHANGELAKE_SEARCH_RETRY_SECONDS", 600.0),
         schema_wait_s=_seconds(env, "CHANGELAKE_SCHEMA_WAIT_SECONDS", 30.0),
         slot_lag_warn_bytes=_byte_count(env, SLOT_LAG_WARN_VAR, 1 << 30),
+        resync=_resync(env),
     )
+
+
+def _resync(env: Mapping[str, str]) -> bool:
+    text = (env.get("CHANGELAKE_RESYNC") or "auto").strip().lower()
+    if text not in ("auto", "manual"):
+        raise ConfigError(
+            f"CHANGELAKE_RESYNC={text!r}: expected auto (re-sync a lost slot by itself) or manual"
+        )
+    return text == "auto"
 
 
 def _path(env: Mapping[str, str], name: str) -> Path | None:

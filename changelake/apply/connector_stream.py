@@ -3,7 +3,9 @@ own commits record, and stopped only between batches (`connector_batch` says why
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterable
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -11,6 +13,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from changelake import lakefs
 from changelake.apply.connector_batch import ConnectorBatch, Member
 from changelake.apply.run_options import RunOptions
+from changelake.apply.run_state import Stream
 from changelake.spark import kafka_options
 
 CANCEL_EVERY_S = 1.0  # a batch outlasting a stop's wait has its Spark jobs cancelled this often
@@ -76,3 +79,14 @@ def stop(query: StreamingQuery, batch: ConnectorBatch, wait_s: float) -> bool:
             batch.cancel()
     query.stop()
     return idle
+
+
+def await_each(streams: Iterable[Stream]) -> None:
+    """A moment's wait on each stream still running (`run --once`): a failed query raises here,
+    and the run reads its exception when it next looks at the stream."""
+    from pyspark.errors import StreamingQueryException
+
+    for stream in streams:
+        if stream.query is not None and stream.query.isActive:
+            with contextlib.suppress(StreamingQueryException):
+                stream.query.awaitTermination(1)

@@ -115,7 +115,7 @@ class RunMetrics(Collector):
             "changelake_capture_stalled",
             "1 per connector that captures nothing, with why: connector (not running),"
             " heartbeat, slot_missing, slot_invalidated, slot_recreated, failover,"
-            " source_replaced, source_behind_lake",
+            " source_replaced, source_behind_lake, resync (the run re-syncs it)",
             labels=["connector", "cause"],
         )
         for stall in {s.connector: s for s in self.stalled().values()}.values():

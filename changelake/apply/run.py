@@ -13,11 +13,11 @@ records what it covers).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -32,8 +32,9 @@ from changelake.apply.connector_batch import Member
 from changelake.apply.guards import Watch, Watched
 from changelake.apply.key_change_guard import KeyChangeGuard
 from changelake.apply.pipeline_file import PIPELINE_FILE, TableState, write_state
+from changelake.apply.resync import Resyncs, Sweep, finish_once
 from changelake.apply.run_options import RunOptions
-from changelake.apply.run_report import batch_line, report_line, summary_line
+from changelake.apply.run_report import batch_line, report_line, summary_lines
 from changelake.apply.run_state import Stream, TableJob, add_discovered, all_ended
 from changelake.apply.streaming_failure import cause
 from changelake.apply.table_start import prepare_table, starting_offsets
@@ -80,7 +81,8 @@ class Pipeline:
         self.search_client = SearchClient.of(settings, settings.search_retry_s, out)
         self.watch = Watch(settings.kafka_bootstrap)
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
-        self.capture = CaptureWatch(settings, out, self.jobs)
+        resyncs = None if options.once else partial(Resyncs, settings, spark, self.jobs, out)
+        self.capture = CaptureWatch(settings, out, self.jobs, resyncs)
         self.seams = SeamRepair(settings, out, self._dsn)  # `run --once` repairs before it runs
         self.resends: list[Asked] = []  # asked by this run's batches: `run --once` waits for them
         self.background = Background(
@@ -318,12 +320,15 @@ class Pipeline:
                         self._tick_stream(connector)
                 if self.capture.tick():
                     self._write_state()
+                if self.capture.resyncs is not None:
+                    self.capture.resyncs.drain(self.sweep)
                 if self.options.once:
-                    self._await_once()
+                    connector_stream.await_each(self.streams.values())
                 else:
                     self._periodic()
                 time.sleep(0.2)
-            if self.options.once and not self.stopping:
+            if self.options.once and not self.stopping:  # gap deletes before the views' round
+                finish_once(self.spark, self.settings, self._refs(), self.sweep, self.out)
                 self.background.finish(
                     j.ref for j in self.jobs.values() if j.state == TableState.DONE
                 )
@@ -334,6 +339,15 @@ class Pipeline:
 
     def _refs(self) -> list[TableRef]:
         return [j.ref for j in list(self.jobs.values())]
+
+    def sweep(self, sweep: Sweep) -> None:
+        """A re-sync's gap deletes through the table's applier, between its stream's batches."""
+        stream = self.streams.get(sweep.ref.connector)
+        member = stream.members.get(sweep.ref.name) if stream is not None else None
+        if stream is None or stream.batch is None or member is None:
+            raise ChangelakeError(f"{sweep.ref.name} is not applied by this run")
+        with stream.batch.exclusive():
+            member.applier.sweep(sweep.keys, sweep.lsn)
 
     def _periodic(self) -> None:
         now = time.monotonic()
@@ -351,7 +365,8 @@ class Pipeline:
         self.seams.tick(self._refs())
         if now >= self.next_summary:
             if self.next_summary:
-                self._summary()
+                for line in summary_lines(self.jobs.values(), self.streams):
+                    self.out(line)
             self.next_summary = now + SUMMARY_EVERY_S
 
     def _watch(self) -> None:
@@ -368,21 +383,6 @@ class Pipeline:
             job.error = why
             self.out(run_log.error(f"{name}: STOPPED: {why}"))
             self._set(job, TableState.STOPPED)
-
-    def _summary(self) -> None:
-        for job in self.jobs.values():
-            stream = self.streams.get(job.ref.connector)
-            query = stream.query if stream is not None else None
-            self.out(summary_line(job, query.lastProgress if query else None))
-
-    def _await_once(self) -> None:
-        from pyspark.errors import StreamingQueryException
-
-        for stream in self.streams.values():
-            if stream.query is not None and stream.query.isActive:
-                # A failed query raises here; _tick_stream reads query.exception() and decides.
-                with contextlib.suppress(StreamingQueryException):
-                    stream.query.awaitTermination(1)
 
     def _stop_all(self) -> None:
         self.background.stop()

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from changelake.apply.pipeline_file import TableState
-from changelake.apply.run_state import TableJob
+from changelake.apply.run_state import Stream, TableJob
 from changelake.apply.snapshot import SnapshotResult
 from changelake.tables import TableRef
 
@@ -82,3 +82,13 @@ def report_line(job: TableJob) -> str:
         f"{job.ref.name}: {job.state}{note}: {job.batches} batches, {job.changes:,} changes, "
         f"{job.errors} errors"
     )
+
+
+def summary_lines(jobs: Iterable[TableJob], streams: Mapping[str, Stream]) -> list[str]:
+    """Where every table stands, a line each, with its stream's last progress."""
+    lines = []
+    for job in jobs:
+        stream = streams.get(job.ref.connector)
+        query = stream.query if stream is not None else None
+        lines.append(summary_line(job, query.lastProgress if query else None))
+    return lines

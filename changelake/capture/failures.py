@@ -6,6 +6,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# What to do when a connector's slot lost changes (slot_trouble's causes, and the task's own
+# "no longer available on the server"): the run mends it (apply/resync.py).
+RESYNC_STEP = (
+    "`changelake run` re-syncs it by itself (a new slot, every keyed table sent again, the rows"
+    " deleted meanwhile deleted); with CHANGELAKE_RESYNC=manual, `CHANGELAKE_RESYNC=auto"
+    ' changelake run --once` does it once (docs/troubleshooting.md, "A replication slot lost")'
+)
+
 
 @dataclass(frozen=True)
 class Known:
@@ -47,8 +55,7 @@ KNOWN = (
         "is no longer available on the server",
         "the position Connect stored for {name} is gone from Postgres (its replication slot was "
         "dropped or recreated since, or the WAL it needs was removed)",
-        "`changelake connectors delete {name} --drop-slot`, then `changelake connectors apply`: "
-        "capture starts again with a snapshot",
+        RESYNC_STEP,
     ),
     Known(
         "Compacted topic cannot accept message without key",

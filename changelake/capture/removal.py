@@ -54,6 +54,13 @@ def forget_offsets(api: ConnectApi, name: str, timeout_s: float) -> None:
     """Stop the connector, then delete its offsets. Connect keeps a deleted connector's offsets:
     a connector of the same name applied later would resume from them, at a position its
     (dropped, recreated) slot no longer has, and fail instead of taking a snapshot."""
+    stop_connector(api, name, timeout_s, "nothing was deleted")
+    api.delete(f"/connectors/{quote(name)}/offsets")
+
+
+def stop_connector(api: ConnectApi, name: str, timeout_s: float, untouched: str) -> None:
+    """PUT /connectors/NAME/stop and wait for STOPPED (its offsets may be changed then);
+    `untouched`: what the error says was left as it was, if it does not stop."""
     api.put(f"/connectors/{quote(name)}/stop", None)
     now: dict[str, Any] = {}
 
@@ -64,10 +71,9 @@ def forget_offsets(api: ConnectApi, name: str, timeout_s: float) -> None:
     if not wait_until(stopped, timeout_s, interval_s=0.2):
         raise ChangelakeError(
             f"connector {name} did not stop within {timeout_s:.0f}s (it is "
-            f"{now['connector']}); nothing was deleted",
+            f"{now['connector']}); {untouched}",
             "see `changelake connectors status` and logs/connect.log, then try again",
         )
-    api.delete(f"/connectors/{quote(name)}/offsets")
 
 
 def drop_replication_slot(source: Source, slot: str, timeout_s: float = 30.0) -> None:

@@ -20,6 +20,7 @@ import psycopg
 
 from changelake.capture.capture_health import Stall
 from changelake.capture.connect_api import ConnectApi, quote
+from changelake.capture.failures import RESYNC_STEP
 from changelake.capture.source_checks import DEFAULT_SLOT
 from changelake.capture.source_identity import Identity, identity_of, remembered
 from changelake.pg import pg_lsn
@@ -35,11 +36,6 @@ LOOK_SQL = (
     " pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
     " ELSE pg_current_wal_lsn() END, '0/0')::bigint"
     " FROM (SELECT (SELECT to_jsonb(r) FROM pg_replication_slots r WHERE slot_name = %s) AS s) q"
-)
-RESYNC = (
-    "`changelake connectors delete {connector} --drop-slot`, then `changelake connectors"
-    " apply`: capture starts again with a snapshot of every table; rows deleted meanwhile stay"
-    ' in the lake (docs/troubleshooting.md, "A replication slot lost")'
 )
 REBUILD = (
     "stop `changelake run` before it mixes the two databases' changes; the lake must be built"
@@ -109,7 +105,6 @@ def trouble_of(
             REBUILD,
             "source_behind_lake",
         )
-    resync = RESYNC.format(connector=connector)
     if not look.exists:
         if offset_lsn is None and lake_lsn is None:
             return None  # the connector has not created it yet
@@ -121,14 +116,14 @@ def trouble_of(
                 f" (it was on {known.timeline} when {connector} was applied), a standby took over"
                 " and, before PostgreSQL 17, logical slots stay behind on the old primary; the"
                 f" changes{since} were not captured",
-                resync,
+                RESYNC_STEP,
                 "failover",
             )
         return Stall(
             connector,
             f"replication slot {slot} is gone from {where} (dropped), so the changes{since}"
             " cannot be captured",
-            resync,
+            RESYNC_STEP,
             "slot_missing",
         )
     if look.wal_status == "lost" or look.invalidation_reason:
@@ -143,7 +138,7 @@ def trouble_of(
                 if held
                 else ", so the changes it held back cannot be captured"
             ),
-            resync,
+            RESYNC_STEP,
             "slot_invalidated",
         )
     # While a connector reads the slot, Debezium may flush it past the offset Connect stored
@@ -157,7 +152,7 @@ def trouble_of(
             f"replication slot {slot} on {where} starts at {pg_lsn(confirmed)}, after"
             f" {pg_lsn(offset_lsn)} where {connector} stopped: it was dropped and created again,"
             " so the changes between were never captured",
-            resync,
+            RESYNC_STEP,
             "slot_recreated",
         )
     return None

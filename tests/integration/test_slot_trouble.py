@@ -2,7 +2,8 @@
 gone (the connector stopped, then failed), and once a slot of that name is made again, names
 that it starts after the connector's position (the changes between never captured): the tables
 shown `stalled`, exit 3, never `running`. Debezium fails on a missing slot before it would make
-one, so a slot made again is someone's doing."""
+one, so a slot made again is someone's doing. Then `run --once`, with no other command, re-syncs
+it: the rows inserted, updated and deleted while no slot kept them reach the lake, row for row."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from changelake.capture.connect_api import ConnectApi
 from changelake.capture.connectors import connector_state
 from changelake.capture.removal import drop_replication_slot
 from changelake.capture.source import source_of
-from changelake.exit_codes import NEEDS_A_PERSON
+from changelake.exit_codes import NEEDS_A_PERSON, NOT_RUNNING
 from changelake.waiting import wait_until
 from tests.integration.pipeline_fixtures import Pipeline
 
@@ -30,27 +31,38 @@ def _status(p: Pipeline) -> dict[str, Any]:
     return report
 
 
-def test_status_names_a_dropped_slot_then_the_slot_debezium_made_again(
+def _status_code(p: Pipeline) -> int:
+    return p.cli("status", "--json", check=False).returncode
+
+
+def test_status_names_a_dropped_slot_then_the_run_re_syncs_it(
     pipeline: Callable[..., Pipeline], unique: str
 ) -> None:
     t = f"slot_{unique}"
     p = pipeline(
-        [t], [f"CREATE TABLE public.{t} (id int PRIMARY KEY)", f"INSERT INTO {t} VALUES (1)"]
+        [t],
+        [
+            f"CREATE TABLE public.{t} (id int PRIMARY KEY, note text)",
+            f"INSERT INTO {t} SELECT g, 'row ' || g FROM generate_series(1, 6) g",
+        ],
     )
-    p.caught_up()  # Connect stored an offset past the snapshot
+    p.run_once()  # the lake has the rows; Connect stored an offset past the snapshot
     name, slot = p.prefix.replace("_", "-"), p.prefix
     api = ConnectApi(p.settings.connect_url)
     api.put(f"/connectors/{name}/stop", None)
     assert wait_until(lambda: connector_state(api, name)["connector"] == "STOPPED", 60)
     config = json.loads((p.home / "connectors" / f"{name}.json").read_text())["config"]
     drop_replication_slot(source_of(p.settings, config), slot)
-    p.sql(f"INSERT INTO {t} VALUES (2)")  # made while no slot keeps WAL for the connector
+    # Made while no slot keeps WAL for the connector: never captured.
+    p.sql(f"INSERT INTO {t} VALUES (7, 'in the gap')")
+    p.sql(f"UPDATE {t} SET note = 'changed in the gap' WHERE id IN (2, 3)")
+    p.sql(f"DELETE FROM {t} WHERE id IN (4, 5)")
 
     report = _status(p)
     assert report["tables"][t]["state"] == "stalled"
     assert f"replication slot {slot} is gone from" in report["tables"][t]["error"]
     (line,) = [x for x in report["problems"] if x.startswith("capture stalled")]
-    assert f"tables {t} get no changes" in line and f"delete {name} --drop-slot" in line
+    assert f"tables {t} get no changes" in line and "`changelake run` re-syncs it" in line
 
     # Debezium checks its slot before it would make one: the task fails, the slot stays gone.
     api.put(f"/connectors/{name}/resume", None)
@@ -61,3 +73,15 @@ def test_status_names_a_dropped_slot_then_the_slot_debezium_made_again(
     error = _status(p)["tables"][t]["error"]
     assert f"replication slot {slot} on " in error and f"where {name} stopped" in error
     assert "never captured" in error
+
+    # The run re-syncs it by itself: capture from a new slot, the table sent again, the rows
+    # deleted in the gap deleted; then changes stream as before.
+    done = p.cli("run", "--once")
+    assert f"re-sync of {name}: capturing again from a new slot" in done.stdout
+    assert f"re-sync of {name} done: 2 rows deleted during the gap deleted" in done.stdout
+    p.assert_equal(t, ["id"])
+    p.sql(f"DELETE FROM {t} WHERE id = 6")
+    p.sql(f"INSERT INTO {t} VALUES (8, 'after')")
+    p.run_once()
+    p.assert_equal(t, ["id"])
+    assert _status_code(p) == NOT_RUNNING  # nothing wrong any more; no pipeline runs

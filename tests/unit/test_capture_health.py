@@ -48,7 +48,7 @@ def test_a_task_failed_because_its_slot_is_gone_says_so_and_what_to_do() -> None
     assert stall is not None
     assert "the position Connect stored for shop is gone from Postgres" in stall.sentence
     assert "slot was dropped or recreated" in stall.sentence
-    assert "connectors delete shop --drop-slot" in stall.next_step
+    assert "`changelake run` re-syncs it by itself" in stall.next_step
     assert "\n" not in str(stall)
 
 

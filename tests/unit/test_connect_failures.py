@@ -15,7 +15,7 @@ def test_a_gone_position_names_the_connector_and_how_to_start_again() -> None:
     )
     sentence, step = explain("orders-db", trace)
     assert "orders-db" in sentence and "\n" not in sentence and "BaseSourceTask" not in sentence
-    assert "`changelake connectors delete orders-db --drop-slot`" in step
+    assert "`changelake run` re-syncs it by itself" in step
 
 
 def test_a_table_without_a_key_is_named_as_the_cause() -> None:

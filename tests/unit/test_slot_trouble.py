@@ -40,7 +40,7 @@ def test_a_dropped_slot_is_named_with_the_position_lost_and_the_commands() -> No
     assert stall is not None and stall.cause == "slot_missing"
     assert "replication slot changelake_shop is gone from db:5432/shop (dropped)" in stall.sentence
     assert "since 0/3E8" in stall.sentence
-    assert "connectors delete shop --drop-slot" in stall.next_step
+    assert "`changelake run` re-syncs it by itself" in stall.next_step
 
 
 def test_a_slot_gone_with_a_new_timeline_is_a_failover() -> None:

@@ -1,0 +1,354 @@
+"""A run re-syncing a connector whose replication slot lost changes, with nobody asked: capture
+started again from a new slot (`capture.resync`), every keyed table it feeds snapshotted again
+through an incremental snapshot while streaming goes on, and, once that is applied, the rows
+deleted during the gap deleted from the lake too (`gap_deletes`).
+
+Where a re-sync stands is kept in `resync.json` in the run directory, so a run killed during one
+finishes it when it starts again (the snapshot is awaited from the offsets topic's position the
+file records; the sweep is idempotent). `CHANGELAKE_RESYNC=manual` turns this off: the tables
+stay `stalled`, and `status` names the commands.
+
+The sweep writes a table's commit, so it runs on the run's own loop (`Pipeline`), between the
+stream's batches (`ConnectorBatch.exclusive`), never beside them: two writers of one table would
+take the same write number.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from changelake import jsonfile, kafka_io, run_log
+from changelake.apply.gap_deletes import Key, absent_at_source, untouched_keys
+from changelake.apply.run_state import TableJob
+from changelake.capture.capture_health import Stall
+from changelake.capture.connect_api import ConnectApi
+from changelake.capture.connect_offsets import offsets_end
+from changelake.capture.resend import Asked, send, settle
+from changelake.capture.resync import (
+    RESYNC_CAUSES,
+    Whole,
+    old_transactions_over,
+    restart_capture,
+)
+from changelake.capture.slot_trouble import slot_troubles
+from changelake.exceptions import ChangelakeError, first_line
+from changelake.lake.layout import delta_exists
+from changelake.pg import pg_lsn
+from changelake.settings import Settings
+from changelake.tables import TableRef, source_of_table
+from changelake.waiting import wait_until
+
+STATE_FILE = "resync.json"
+SNAPSHOT_TIMEOUT_S = 6 * 3600.0  # a whole database sent again, at a few thousand rows a second
+APPLIED_TIMEOUT_S = 3600.0  # for the stream to apply what the snapshot sent
+OLD_TRANSACTIONS_S = 600.0
+RETRY_S = 60.0  # a re-sync that failed is tried again this long after
+Out = Callable[[str], None]
+
+
+@dataclass
+class Sweep:
+    """Gap deletes for the run's loop to apply to one table, and a flag it sets when done."""
+
+    ref: TableRef
+    keys: list[Key]
+    lsn: int
+    done: threading.Event = field(default_factory=threading.Event)
+    error: str | None = None
+
+
+def gap_deletes(spark: SparkSession, settings: Settings, ref: TableRef, lsn: int) -> Sweep:
+    """The table's rows deleted at the source during the gap before a re-sync's slot (`lsn`)."""
+    key, untouched = untouched_keys(spark, ref, settings.lake, lsn)
+    if not untouched:
+        return Sweep(ref, [], lsn)
+    dsn = source_of_table(settings, ref).dsn()
+    return Sweep(ref, absent_at_source(dsn, ref, key, untouched), lsn)
+
+
+def old_ones_over(settings: Settings, ref: TableRef, entry: dict[str, Any], out: Out) -> None:
+    """Until every transaction begun before the re-sync's slot has ended (or OLD_TRANSACTIONS_S
+    passed: said, and the deleted rows looked for regardless)."""
+    source = source_of_table(settings, ref)
+    if not old_transactions_over(source, int(entry["xmax"]), OLD_TRANSACTIONS_S):
+        out(
+            run_log.warning(
+                f"re-sync of {ref.connector}: a transaction older than the new slot still runs"
+                f" after {OLD_TRANSACTIONS_S:.0f}s; looking for deleted rows regardless"
+            )
+        )
+
+
+def begin_once(settings: Settings, refs: list[TableRef], out: Out) -> list[Asked]:
+    """`run --once`, before it waits for capture: each re-sync its tables' connectors need
+    (their slot lost changes, or a killed run left one begun) begun; their snapshots to wait
+    for. The run's pass then applies them, and `finish_once` the gap deletes."""
+    if not settings.resync:
+        return []
+    found = pending(settings.run_dir)
+    for connector, stall in slot_troubles(settings, refs, {}).items():
+        if stall.cause in RESYNC_CAUSES and connector not in found:
+            out(run_log.warning(f"capture stalled: {stall.sentence}; re-syncing {connector}"))
+            found[connector] = {"cause": stall.sentence}
+    asks = []
+    for connector, entry in found.items():
+        if fed := [r for r in refs if r.connector == connector]:
+            begun = entry if entry.get("lsn") is not None else begin(settings, fed, entry, out)
+            asks += [asked(settings, fed, begun)] if begun["signal"] else []
+    return asks
+
+
+def finish_once(
+    spark: SparkSession,
+    settings: Settings,
+    refs: list[TableRef],
+    apply: Callable[[Sweep], None],
+    out: Out,
+) -> int:
+    """`run --once`: the gap deletes of each re-sync begun for `refs`' connectors, once its
+    snapshot is applied (the run's pass did that); how many rows they deleted."""
+    total = 0
+    for connector, entry in pending(settings.run_dir).items():
+        fed = [r for r in refs if r.connector == connector]
+        if not fed or entry.get("lsn") is None:
+            continue
+        old_ones_over(settings, fed[0], entry, out)
+        removed = 0
+        for ref in (r for r in fed if not r.events):
+            if not delta_exists(spark, ref.path(settings.lake)):
+                continue  # nothing applied yet, nothing to delete
+            sweep = gap_deletes(spark, settings, ref, int(entry["lsn"]))
+            apply(sweep)
+            removed += len(sweep.keys)
+        _save(settings.run_dir, connector, None)
+        out(f"re-sync of {connector} done: {removed:,} rows deleted during the gap deleted")
+        total += removed
+    return total
+
+
+def state_path(run_dir: Path) -> Path:
+    return run_dir / STATE_FILE
+
+
+def pending(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per connector, the re-sync a run began and has not finished."""
+    path = state_path(run_dir)
+    return dict(jsonfile.read(path)) if path.exists() else {}
+
+
+def _save(run_dir: Path, connector: str, entry: dict[str, Any] | None) -> None:
+    found = pending(run_dir)
+    if entry is None:
+        found.pop(connector, None)
+    else:
+        found[connector] = entry
+    jsonfile.write_atomically(state_path(run_dir), found)
+
+
+def begin(
+    settings: Settings, refs: list[TableRef], entry: dict[str, Any], out: Out
+) -> dict[str, Any]:
+    """Capture of the connector feeding `refs` started again from a new slot, and its keyed
+    tables asked for again; recorded before and after, so a killed run goes on from the file."""
+    connector = refs[0].connector
+    keyed = [r for r in refs if not r.events]
+    signal_table = refs[0].signal_table
+    if not signal_table:
+        raise ChangelakeError(
+            f"connector {connector} has no signal.data.collection, so its tables cannot be"
+            " snapshotted again while it streams"
+        )
+    _save(settings.run_dir, connector, entry)  # a run killed from here on starts it again
+    api = ConnectApi(settings.connect_url)
+    source = source_of_table(settings, refs[0])
+    restarted = restart_capture(api, connector, source, api.connector_config(connector) or {})
+    since = offsets_end(settings.kafka_bootstrap)
+    signal = send(source.dsn(), signal_table, [Whole(r) for r in keyed]) if keyed else ""
+    entry = entry | {
+        "lsn": restarted.lsn,
+        "xmax": restarted.xmax,
+        "signal": signal,
+        "since": {str(p): o for p, o in since.items()},
+    }
+    _save(settings.run_dir, connector, entry)
+    out(
+        f"re-sync of {connector}: capturing again from a new slot at {pg_lsn(restarted.lsn)};"
+        f" sending {', '.join(r.name for r in keyed)} again (signal {signal})"
+    )
+    if lost := [r.name for r in refs if r.events]:
+        out(
+            run_log.warning(
+                f"re-sync of {connector}: the events {', '.join(lost)} took while capture was"
+                " lost cannot be read again from the source (it keeps no past events)"
+            )
+        )
+    return entry
+
+
+def asked(settings: Settings, refs: list[TableRef], entry: dict[str, Any]) -> Asked:
+    """A begun re-sync's snapshot as a re-send to wait for (`resend.settle`)."""
+    source = source_of_table(settings, refs[0])
+    return Asked(
+        refs[0].connector,
+        source.dsn(),
+        str(refs[0].signal_table),
+        str(entry["signal"]),
+        {int(p): int(o) for p, o in entry["since"].items()},
+    )
+
+
+class Resyncs:
+    """The run's re-syncs, one thread per connector."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        spark: SparkSession,
+        jobs: Mapping[str, TableJob],
+        out: Out,
+        forget: Callable[[str], None],
+    ):
+        """`forget(connector)`: drop the slot trouble last seen for it, once it is re-synced
+        (a look taken during the re-sync must not start another)."""
+        self.settings, self.spark, self.jobs, self.out = settings, spark, jobs, out
+        self.forget = forget
+        self.sweeps: queue.Queue[Sweep] = queue.Queue()
+        self.phases: dict[str, str] = {}  # per connector re-syncing, where it stands
+        self.causes: dict[str, Stall] = {}
+        self.retry_at: dict[str, float] = {}
+        self.begun = pending(settings.run_dir)  # a killed run's, and this run's, unfinished
+        self._lock = threading.Lock()
+
+    # --- asked by the run's loop ---------------------------------------------------------
+    def want(self, stalls: Mapping[str, Stall]) -> None:
+        """Start a re-sync for each connector whose slot lost changes (or that a killed run left
+        half re-synced), unless one runs or the settings say a person decides."""
+        if not self.settings.resync:
+            return
+        for connector, stall in stalls.items():
+            if stall.cause in RESYNC_CAUSES and connector not in self.begun:
+                self.begun[connector] = {"cause": stall.sentence}
+                self.causes[connector] = stall
+        for connector, entry in list(self.begun.items()):
+            with self._lock:
+                busy = connector in self.phases
+            if busy or time.monotonic() < self.retry_at.get(connector, 0.0):
+                continue
+            if not any(j.ref.connector == connector for j in self.jobs.values()):
+                continue  # not this run's
+            with self._lock:
+                self.phases[connector] = "starting"
+            threading.Thread(
+                target=self._run,
+                args=(connector, dict(entry)),
+                daemon=True,
+                name=f"changelake-resync-{connector}",
+            ).start()
+
+    def stalled(self) -> dict[str, Stall]:
+        """Per connector re-syncing, a stall that says so (its tables are not current yet)."""
+        with self._lock:
+            phases = dict(self.phases)
+        return {
+            c: Stall(
+                c,
+                f"re-syncing {c} ({phase}) after: {self.causes[c].sentence}"
+                if c in self.causes
+                else f"re-syncing {c} ({phase})",
+                "nothing to do: the run re-syncs it by itself and says when it is done",
+                "resync",
+            )
+            for c, phase in phases.items()
+        }
+
+    def drain(self, apply: Callable[[Sweep], None]) -> None:
+        """Apply the gap deletes the re-syncs found (on the run's loop, between batches)."""
+        while True:
+            try:
+                sweep = self.sweeps.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                apply(sweep)
+            except Exception as exc:  # the re-sync fails, and is tried again
+                sweep.error = first_line(exc)
+            sweep.done.set()
+
+    # --- the re-sync's own thread --------------------------------------------------------
+    def _say(self, connector: str, phase: str) -> None:
+        with self._lock:
+            self.phases[connector] = phase
+
+    def _run(self, connector: str, entry: dict[str, Any]) -> None:
+        try:
+            self._resync(connector, entry)
+        except Exception as exc:
+            self.retry_at[connector] = time.monotonic() + RETRY_S
+            self.out(
+                run_log.error(
+                    f"re-sync of {connector} failed ({first_line(exc)}); trying again in"
+                    f" {RETRY_S:.0f}s"
+                )
+            )
+        finally:
+            with self._lock:
+                self.phases.pop(connector, None)
+
+    def _resync(self, connector: str, entry: dict[str, Any]) -> None:
+        run_dir = self.settings.run_dir
+        refs = [j.ref for j in self.jobs.values() if j.ref.connector == connector]
+        keyed = [r for r in refs if not r.events]
+        source = source_of_table(self.settings, refs[0])
+        if entry.get("lsn") is None:
+            self._say(connector, "starting capture from a new slot")
+            entry = begin(self.settings, refs, entry, self.out)
+        self._say(connector, "snapshot")
+        settle(
+            self.settings.kafka_bootstrap,
+            [asked(self.settings, refs, entry)] if entry["signal"] else [],
+            SNAPSHOT_TIMEOUT_S,
+            lambda line: self.out(line.replace("repair:", "re-sync:")),
+            {connector: source.heartbeat_query},
+        )
+        self._say(connector, "applying the snapshot")
+        ends = {r.name: kafka_io.watermarks(self.settings.kafka_bootstrap, r.topic) for r in keyed}
+
+        def applied() -> bool:
+            return all(self._applied(r, ends[r.name]) for r in keyed)
+
+        if not wait_until(applied, APPLIED_TIMEOUT_S, interval_s=1.0):
+            raise ChangelakeError(
+                f"{connector}'s tables did not apply the re-sync's snapshot within"
+                f" {APPLIED_TIMEOUT_S:.0f}s"
+            )
+        self._say(connector, "finding rows deleted during the gap")
+        old_ones_over(self.settings, refs[0], entry, self.out)
+        removed, lsn = 0, int(entry["lsn"])
+        for ref in keyed:
+            sweep = gap_deletes(self.spark, self.settings, ref, lsn)
+            self.sweeps.put(sweep)
+            sweep.done.wait()
+            if sweep.error is not None:
+                raise ChangelakeError(f"{ref.name}: gap deletes not applied: {sweep.error}")
+            removed += len(sweep.keys)
+        _save(run_dir, connector, None)
+        self.begun.pop(connector, None)
+        self.causes.pop(connector, None)
+        self.forget(connector)
+        self.out(
+            f"re-sync of {connector} done: {', '.join(r.name for r in keyed)} sent again from"
+            f" the source, {removed:,} rows deleted during the gap deleted from the lake"
+        )
+
+    def _applied(self, ref: TableRef, ends: Mapping[int, tuple[int, int]]) -> bool:
+        job = self.jobs.get(ref.name)
+        applied = job.offsets if job is not None else {}
+        return all(applied.get(str(p), 0) >= high for p, (_, high) in ends.items() if high)

@@ -1,0 +1,134 @@
+"""A re-sync's pure parts: where Connect's stored offset is moved to, which slot troubles start
+one (and not under CHANGELAKE_RESYNC=manual), and how the run's watch shows one and its end."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from changelake.apply import capture_watch, resync
+from changelake.apply.capture_watch import CaptureWatch
+from changelake.apply.pipeline_file import TableState
+from changelake.apply.resync import Resyncs
+from changelake.apply.run_state import TableJob
+from changelake.capture.capture_health import Stall
+from changelake.capture.resync import moved
+from changelake.settings import Settings
+from changelake.tables import TableRef
+
+STORED = {
+    "transaction_id": "4592",
+    "lsn_proc": 225411552,
+    "lsn_commit": 225411552,
+    "lsn": 225411552,
+    "txId": 4592,
+    "ts_usec": 1795997253956283,
+    "messageType": "COMMIT",
+    "lsn_events_processed": 3,
+    "incremental_snapshot_correlation_id": "abc",
+    "incremental_snapshot_primary_key": "xyz",
+}
+
+
+def test_the_stored_offset_moves_to_the_new_slot_keeping_the_rest() -> None:
+    body = moved([{"partition": {"server": "shop"}, "offset": STORED}], 999, "shop")
+    (entry,) = body["offsets"]
+    assert entry["partition"] == {"server": "shop"}
+    offset = entry["offset"]
+    assert offset["lsn"] == offset["lsn_proc"] == offset["lsn_commit"] == 999
+    assert offset["txId"] == 4592 and offset["ts_usec"] == 1795997253956283
+    # What belonged to the old slot's position: a snapshot running then, events counted at it.
+    assert not [k for k in offset if k.startswith("incremental_snapshot")]
+    assert "lsn_events_processed" not in offset
+
+
+def test_a_connector_with_no_stored_offset_gets_one_for_its_partition() -> None:
+    (entry,) = moved([], 42, "orders")["offsets"]
+    assert entry["partition"] == {"server": "orders"}
+    assert entry["offset"]["lsn"] == 42 and entry["offset"]["ts_usec"] > 0
+
+
+def _job(name: str, connector: str = "shop") -> TableJob:
+    return TableJob(
+        TableRef("public", name, f"shop.public.{name}", connector, "slot"),
+        state=TableState.RUNNING,
+    )
+
+
+@pytest.fixture
+def run_settings(settings: Settings, tmp_path: Path) -> Settings:
+    (tmp_path / "run").mkdir()
+    return dataclasses.replace(settings, home=tmp_path)
+
+
+def _started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    started: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(Resyncs, "_run", lambda self, c, entry: started.append((c, entry)))
+    return started
+
+
+def test_a_lost_slot_starts_one_resync_and_a_restore_none(
+    run_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = _started(monkeypatch)
+    jobs = {"orders": _job("orders"), "items": _job("items", "other")}
+    resyncs = Resyncs(run_settings, None, jobs, print, lambda _: None)  # type: ignore[arg-type]
+    dropped = Stall("shop", "slot gone", "it re-syncs", "slot_missing")
+    restored = Stall("other", "behind the lake", "rebuild", "source_behind_lake")
+    resyncs.want({"shop": dropped, "other": restored})
+    assert started and started[0][0] == "shop" and started[0][1] == {"cause": "slot gone"}
+    assert len(started) == 1  # a restore is rebuilt by a person: never mixed by a re-sync
+
+
+def test_manual_starts_none(run_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    started = _started(monkeypatch)
+    manual = dataclasses.replace(run_settings, resync=False)
+    resyncs = Resyncs(manual, None, {"orders": _job("orders")}, print, lambda _: None)  # type: ignore[arg-type]
+    resyncs.want({"shop": Stall("shop", "slot gone", "it re-syncs", "slot_missing")})
+    assert started == []
+
+
+def test_a_resync_a_killed_run_began_goes_on(
+    run_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = _started(monkeypatch)
+    begun = {"cause": "slot gone", "lsn": 7, "xmax": 9, "signal": "s", "since": {"0": 3}}
+    resync._save(run_settings.run_dir, "shop", begun)
+    resyncs = Resyncs(run_settings, None, {"orders": _job("orders")}, print, lambda _: None)  # type: ignore[arg-type]
+    resyncs.want({})  # no trouble seen any more: the slot is new, its snapshot not yet applied
+    assert started == [("shop", begun)]
+
+
+def test_the_watch_shows_a_resync_and_says_when_capture_runs_again(
+    run_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said: list[str] = []
+    jobs = {"orders": _job("orders")}
+    looks = iter([{"shop": Stall("shop", "slot gone", "it re-syncs", "slot_missing")}, {}, {}])
+    monkeypatch.setattr(capture_watch, "slot_troubles", lambda *_: next(looks))
+    clock = iter(range(0, 1000, 20))
+    made: list[Resyncs] = []
+
+    def factory(forget: Any) -> Resyncs:
+        made.append(Resyncs(run_settings, None, jobs, said.append, forget))  # type: ignore[arg-type]
+        return made[0]
+
+    started = _started(monkeypatch)
+    watch = CaptureWatch(run_settings, said.append, jobs, factory, lambda: float(next(clock)))
+    watch.restarts.next_check = float("inf")  # Connect's look is test_capture_health's
+    assert watch.tick()
+    assert started and watch.stalled()["orders"].cause == "resync"
+    assert "re-syncing shop (starting) after: slot gone" in watch.stalled()["orders"].sentence
+    made[0]._say("shop", "snapshot")  # where it stands: the state file says it too
+    assert watch.tick()
+    assert "(snapshot)" in watch.stalled()["orders"].sentence
+    with made[0]._lock:  # the re-sync ends: its thread forgets the trouble seen meanwhile
+        made[0].phases.clear()
+    made[0].begun.pop("shop")
+    made[0].forget("shop")
+    assert watch.tick() and watch.stalled() == {}
+    assert said[-1] == "capture running again: connector shop feeds orders"
+    assert not [line for line in said if "capture stalled: re-syncing" in line]
