@@ -1,10 +1,10 @@
-"""The eight kinds of fault, each injected and then healed before the next one.
+"""The nine kinds of fault, each injected and then healed before the next one.
 
 Every fault is something that happens to real deployments: the pipeline host dies, Connect
 is redeployed or crashes (also in the middle of a bulk load, resuming where Debezium skips
 the rest of a bulk statement's LSN, and while an event table streams), the broker restarts,
-Postgres restarts, the search cluster is away for a while. A fault returns a line saying exactly
-what was done.
+Postgres restarts, the search cluster is away for a while, the replication slot is dropped
+while the source keeps writing. A fault returns a line saying exactly what was done.
 """
 
 from __future__ import annotations
@@ -16,14 +16,20 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from changelake.apply.resync import pending
 from changelake.capture import connectors
+from changelake.capture.connect_api import ConnectApi, quote
+from changelake.capture.removal import drop_replication_slot, stop_connector
+from changelake.capture.source import source_of
 from changelake.chaos.bulk_stop import stop_connect_inside
 from changelake.chaos.event_kill import EventTable, kill_connect_under_events
 from changelake.chaos.first_event import resume_at_first_event
 from changelake.chaos.pipeline_process import PipelineProcess
 from changelake.chaos.workload import Workload
+from changelake.exceptions import ChangelakeError
 from changelake.settings import Settings
 from changelake.stack import manager, process
+from changelake.waiting import wait_until
 
 KINDS = (
     "kill-pipeline",
@@ -34,7 +40,9 @@ KINDS = (
     "restart-kafka",
     "restart-postgres",
     "stop-opensearch",
+    "drop-slot",
 )
+RESYNC_WAIT_S = 900.0  # for the running pipeline to re-sync after the slot was dropped
 
 
 @dataclass
@@ -121,6 +129,32 @@ def stop_opensearch(ctx: FaultContext) -> str:
     return f"OpenSearch: stopped for {away:.0f} s, then started again"
 
 
+def drop_slot(ctx: FaultContext) -> str:
+    """The connector's replication slot dropped while the workload writes (as someone freeing
+    the disk a slot holds does: the connector stopped for it), then the connector resumed:
+    the running pipeline must notice and re-sync by itself; healed once it has."""
+    if ctx.connector is None:
+        raise ValueError("drop-slot needs the round's connector")
+    api = ConnectApi(ctx.settings.connect_url)
+    config = api.connector_config(ctx.connector) or {}
+    slot = config.get("slot.name", "")
+    stop_connector(api, ctx.connector, 60.0, "the slot was not dropped")
+    drop_replication_slot(source_of(ctx.settings, config), slot)
+    gap = ctx.rng.uniform(*ctx.outage_s)
+    time.sleep(gap)  # the gap itself: the workload's changes meanwhile have no slot
+    api.put(f"/connectors/{quote(ctx.connector)}/resume", None)
+    run_dir, connector = ctx.settings.run_dir, ctx.connector
+    if not wait_until(lambda: connector in pending(run_dir), 180.0, interval_s=1.0):
+        raise ChangelakeError(f"the pipeline did not begin re-syncing {connector} in 180 s")
+    began = time.monotonic()
+    if not wait_until(lambda: connector not in pending(run_dir), RESYNC_WAIT_S, interval_s=2.0):
+        raise ChangelakeError(f"the pipeline did not re-sync {connector} in {RESYNC_WAIT_S:.0f} s")
+    return (
+        f"replication slot {slot} dropped for {gap:.0f} s of the workload, then {connector}"
+        f" resumed; the pipeline re-synced it by itself in {time.monotonic() - began:.0f} s"
+    )
+
+
 def _bounce(ctx: FaultContext, name: str, sig: int | None = None) -> None:
     _stop(ctx, name, sig)
     manager.up(ctx.settings, [name], progress=_quiet)
@@ -146,4 +180,5 @@ FAULTS: dict[str, Callable[[FaultContext], str]] = {
     "restart-kafka": restart_kafka,
     "restart-postgres": restart_postgres,
     "stop-opensearch": stop_opensearch,
+    "drop-slot": drop_slot,
 }
