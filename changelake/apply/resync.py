@@ -235,6 +235,9 @@ class Resyncs:
             return
         for connector, stall in stalls.items():
             if stall.cause in RESYNC_CAUSES and connector not in self.begun:
+                self.out(
+                    run_log.error(f"capture stalled: {stall.sentence}; re-syncing {connector}")
+                )
                 self.begun[connector] = {"cause": stall.sentence}
                 self.causes[connector] = stall
         for connector, entry in list(self.begun.items()):
