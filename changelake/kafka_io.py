@@ -14,6 +14,7 @@ from confluent_kafka import (
     Consumer,
     KafkaException,
     Message,
+    Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
@@ -280,3 +281,34 @@ def keys_after(
     finally:
         consumer.close()
     return keys
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[int, bytes, bytes | None, dict[str, bytes]]],
+    timeout_s: float = 60.0,
+) -> None:
+    """Write (partition, key, value, headers) records to `topic` (a None value: a tombstone),
+    in order, each acknowledged by the broker before this returns."""
+    if not records:
+        return
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0, **_security()}
+    )
+    failed: list[str] = []
+
+    def done(err: Any, _msg: Message) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    for partition, key, value, headers in records:
+        producer.produce(
+            topic, value, key, partition, on_delivery=done, headers=list(headers.items())
+        )
+    left = producer.flush(timeout_s)
+    if failed or left:
+        raise RetryableError(
+            f"Kafka: {len(failed) + left} of {len(records)} records not written to {topic}"
+            + (f" ({failed[0]})" if failed else "")
+        )

@@ -32,7 +32,6 @@ from changelake.apply.batch_sinks import (
     write_through,
 )
 from changelake.apply.batch_stats import BatchStats, add_change_stats
-from changelake.apply.gap_deletes import Key, delete_changes
 from changelake.apply.key_change_guard import KeyChangeGuard
 from changelake.apply.table_columns import TableColumns
 from changelake.changelog.batch import Decoded, decode_batch
@@ -117,7 +116,7 @@ class TableApplier:
             {
                 "batch": batch_id,
                 "seconds": time.monotonic() - stats.started,
-                **_figures(stats),
+                **{k: v for k, v in stats.__dict__.items() if k not in ("marks", "started")},
             },
         )
 
@@ -147,22 +146,6 @@ class TableApplier:
             return self._apply(decoded, stats)
         finally:
             decoded.unpersist()
-
-    def sweep(self, keys: list[Key], lsn: int) -> None:
-        """Delete `keys` at `lsn` through the table's sinks, as a batch of no records: rows a
-        re-sync found deleted at the source while capture was lost (`gap_deletes`)."""
-        if not keys:
-            return
-        if not self.resumed:
-            self.resume()
-        columns = self.base.data_schema()
-        key = self.previous.key if self.previous else ()
-        rows = delete_changes(self.spark, columns, key, keys, lsn)
-        decoded = Decoded(rows, rows.limit(0), columns, tuple(key), ())
-        stats = BatchStats(changes=len(keys), deletes=len(keys), max_lsn=lsn)
-        with job_group(self.spark.sparkContext, f"{self.table.name}: gap deletes"):
-            self._apply(decoded, stats)
-        self.progress(self.table.name, {"batch": "gap deletes", **_figures(stats)})
 
     def _apply(self, decoded: Decoded, stats: BatchStats) -> BatchStats:
         with stats.timed("prepare"):
@@ -271,10 +254,6 @@ class TableApplier:
         return CommitMeta(
             "apply", self.table.topic, offsets, max_lsn, newest_ts, key, stats.changes, extra
         )
-
-
-def _figures(stats: BatchStats) -> dict[str, Any]:
-    return {k: v for k, v in stats.__dict__.items() if k not in ("marks", "started")}
 
 
 def _by_key(changes: DataFrame, key: tuple[str, ...], stats: BatchStats) -> DataFrame:

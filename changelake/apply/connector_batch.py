@@ -17,12 +17,10 @@ Spark one short line, keeping its real exception in `failure` for the run.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -98,13 +96,6 @@ class ConnectorBatch:
         # wait_s fails when it next does, which the stop makes moot).
         self._pool.shutdown(wait=False)
         return idle
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """No batch runs while the block does: a write of the run's own to its tables (two
-        writers of one table would take the same write number)."""
-        with self._running:
-            yield
 
     def cancel(self) -> None:
         """Cancel the Spark jobs its tables are running (a batch that outlasts a stop's wait)."""

@@ -1,36 +1,35 @@
 """A run re-syncing a connector whose replication slot lost changes, with nobody asked: capture
 started again from a new slot (`capture.resync`), every keyed table it feeds snapshotted again
-through an incremental snapshot while streaming goes on, and, once that is applied, the rows
-deleted during the gap deleted from the lake too (`gap_deletes`).
+through an incremental snapshot while streaming goes on, and, once Debezium has sent it, the rows
+deleted during the gap deleted through the log (`capture.gap_deletes`): the pipeline applies
+them like any change.
 
 Where a re-sync stands is kept in `resync.json` in the run directory, so a run killed during one
 finishes it when it starts again (the snapshot is awaited from the offsets topic's position the
-file records; the sweep is idempotent). `CHANGELAKE_RESYNC=manual` turns this off: the tables
-stay `stalled`, and `status` names the commands.
-
-The sweep writes a table's commit, so it runs on the run's own loop (`Pipeline`), between the
-stream's batches (`ConnectorBatch.exclusive`), never beside them: two writers of one table would
-take the same write number.
+file records; a key deleted already is not deleted again: its newest record is the delete).
+`CHANGELAKE_RESYNC=manual` turns this off: the tables stay `stalled`, and `status` says how to
+re-sync once.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from changelake import jsonfile, kafka_io, run_log
-from changelake.apply.gap_deletes import Key, absent_at_source, untouched_keys
 from changelake.apply.run_state import TableJob
 from changelake.capture.capture_health import Stall
 from changelake.capture.connect_api import ConnectApi
 from changelake.capture.connect_offsets import offsets_end
+from changelake.capture.gap_deletes import (
+    absent_at_source,
+    delete_keys,
+    key_values,
+    stale_keys,
+)
 from changelake.capture.resend import Asked, send, settle
 from changelake.capture.resync import (
     RESYNC_CAUSES,
@@ -40,7 +39,6 @@ from changelake.capture.resync import (
 )
 from changelake.capture.slot_trouble import slot_troubles
 from changelake.exceptions import ChangelakeError, first_line
-from changelake.lake.layout import delta_exists
 from changelake.pg import pg_lsn
 from changelake.settings import Settings
 from changelake.tables import TableRef, source_of_table
@@ -54,84 +52,57 @@ RETRY_S = 60.0  # a re-sync that failed is tried again this long after
 Out = Callable[[str], None]
 
 
-@dataclass
-class Sweep:
-    """Gap deletes for the run's loop to apply to one table, and a flag it sets when done."""
-
-    ref: TableRef
-    keys: list[Key]
-    lsn: int
-    done: threading.Event = field(default_factory=threading.Event)
-    error: str | None = None
-
-
-def gap_deletes(spark: SparkSession, settings: Settings, ref: TableRef, lsn: int) -> Sweep:
-    """The table's rows deleted at the source during the gap before a re-sync's slot (`lsn`)."""
-    key, untouched = untouched_keys(spark, ref, settings.lake, lsn)
-    if not untouched:
-        return Sweep(ref, [], lsn)
-    dsn = source_of_table(settings, ref).dsn()
-    return Sweep(ref, absent_at_source(dsn, ref, key, untouched), lsn)
-
-
-def old_ones_over(settings: Settings, ref: TableRef, entry: dict[str, Any], out: Out) -> None:
-    """Until every transaction begun before the re-sync's slot has ended (or OLD_TRANSACTIONS_S
-    passed: said, and the deleted rows looked for regardless)."""
-    source = source_of_table(settings, ref)
+def gap_deletes(settings: Settings, refs: list[TableRef], entry: dict[str, Any], out: Out) -> int:
+    """Once a begun re-sync's snapshot is sent: its keyed tables' rows deleted during the gap,
+    deleted through their topics; how many."""
+    source = source_of_table(settings, refs[0])
     if not old_transactions_over(source, int(entry["xmax"]), OLD_TRANSACTIONS_S):
         out(
             run_log.warning(
-                f"re-sync of {ref.connector}: a transaction older than the new slot still runs"
-                f" after {OLD_TRANSACTIONS_S:.0f}s; looking for deleted rows regardless"
+                f"re-sync of {refs[0].connector}: a transaction older than the new slot still"
+                f" runs after {OLD_TRANSACTIONS_S:.0f}s; looking for deleted rows regardless"
             )
         )
+    lsn, bootstrap, deleted = int(entry["lsn"]), settings.kafka_bootstrap, 0
+    for ref in (r for r in refs if not r.events):
+        stale = stale_keys(bootstrap, ref.topic, lsn)
+        parsed = {k: key_values(k) for k in stale}
+        if not parsed:
+            continue
+        columns = next(iter(parsed.values()))[0]
+        found = [values for _, values in parsed.values()]
+        gone = set(absent_at_source(source.dsn(), ref, columns, found))
+        keys = [k for k, (_, values) in parsed.items() if values in gone]
+        delete_keys(bootstrap, ref.topic, stale, keys, lsn)
+        deleted += len(keys)
+    return deleted
 
 
-def begin_once(settings: Settings, refs: list[TableRef], out: Out) -> list[Asked]:
+def resync_once(settings: Settings, refs: list[TableRef], out: Out) -> None:
     """`run --once`, before it waits for capture: each re-sync its tables' connectors need
-    (their slot lost changes, or a killed run left one begun) begun; their snapshots to wait
-    for. The run's pass then applies them, and `finish_once` the gap deletes."""
+    (their slot lost changes, or a killed run left one begun) done as far as the log goes:
+    capture started again, the snapshot sent, the gap's deletes written. The run's pass then
+    applies them, so a run that ends, ends re-synced."""
     if not settings.resync:
-        return []
+        return
     found = pending(settings.run_dir)
     for connector, stall in slot_troubles(settings, refs, {}).items():
         if stall.cause in RESYNC_CAUSES and connector not in found:
             out(run_log.warning(f"capture stalled: {stall.sentence}; re-syncing {connector}"))
             found[connector] = {"cause": stall.sentence}
-    asks = []
     for connector, entry in found.items():
         if fed := [r for r in refs if r.connector == connector]:
             begun = entry if entry.get("lsn") is not None else begin(settings, fed, entry, out)
-            asks += [asked(settings, fed, begun)] if begun["signal"] else []
-    return asks
+            resent = [asked(settings, fed, begun)] if begun["signal"] else []
+            settle(settings.kafka_bootstrap, resent, SNAPSHOT_TIMEOUT_S, out, _beat(settings, fed))
+            deleted = gap_deletes(settings, fed, begun, out)
+            _save(settings.run_dir, connector, None)
+            out(f"re-sync of {connector} done: {deleted:,} rows deleted during the gap deleted")
 
 
-def finish_once(
-    spark: SparkSession,
-    settings: Settings,
-    refs: list[TableRef],
-    apply: Callable[[Sweep], None],
-    out: Out,
-) -> int:
-    """`run --once`: the gap deletes of each re-sync begun for `refs`' connectors, once its
-    snapshot is applied (the run's pass did that); how many rows they deleted."""
-    total = 0
-    for connector, entry in pending(settings.run_dir).items():
-        fed = [r for r in refs if r.connector == connector]
-        if not fed or entry.get("lsn") is None:
-            continue
-        old_ones_over(settings, fed[0], entry, out)
-        removed = 0
-        for ref in (r for r in fed if not r.events):
-            if not delta_exists(spark, ref.path(settings.lake)):
-                continue  # nothing applied yet, nothing to delete
-            sweep = gap_deletes(spark, settings, ref, int(entry["lsn"]))
-            apply(sweep)
-            removed += len(sweep.keys)
-        _save(settings.run_dir, connector, None)
-        out(f"re-sync of {connector} done: {removed:,} rows deleted during the gap deleted")
-        total += removed
-    return total
+def _beat(settings: Settings, refs: list[TableRef]) -> dict[str, str]:
+    """The connector's heartbeat query, which moves a quiet one on (see `resend.settle`)."""
+    return {refs[0].connector: source_of_table(settings, refs[0]).heartbeat_query}
 
 
 def state_path(run_dir: Path) -> Path:
@@ -211,16 +182,13 @@ class Resyncs:
     def __init__(
         self,
         settings: Settings,
-        spark: SparkSession,
         jobs: Mapping[str, TableJob],
         out: Out,
         forget: Callable[[str], None],
     ):
         """`forget(connector)`: drop the slot trouble last seen for it, once it is re-synced
         (a look taken during the re-sync must not start another)."""
-        self.settings, self.spark, self.jobs, self.out = settings, spark, jobs, out
-        self.forget = forget
-        self.sweeps: queue.Queue[Sweep] = queue.Queue()
+        self.settings, self.jobs, self.out, self.forget = settings, jobs, out, forget
         self.phases: dict[str, str] = {}  # per connector re-syncing, where it stands
         self.causes: dict[str, Stall] = {}
         self.retry_at: dict[str, float] = {}
@@ -272,19 +240,6 @@ class Resyncs:
             for c, phase in phases.items()
         }
 
-    def drain(self, apply: Callable[[Sweep], None]) -> None:
-        """Apply the gap deletes the re-syncs found (on the run's loop, between batches)."""
-        while True:
-            try:
-                sweep = self.sweeps.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                apply(sweep)
-            except Exception as exc:  # the re-sync fails, and is tried again
-                sweep.error = first_line(exc)
-            sweep.done.set()
-
     # --- the re-sync's own thread --------------------------------------------------------
     def _say(self, connector: str, phase: str) -> None:
         with self._lock:
@@ -309,7 +264,6 @@ class Resyncs:
         run_dir = self.settings.run_dir
         refs = [j.ref for j in self.jobs.values() if j.ref.connector == connector]
         keyed = [r for r in refs if not r.events]
-        source = source_of_table(self.settings, refs[0])
         if entry.get("lsn") is None:
             self._say(connector, "starting capture from a new slot")
             entry = begin(self.settings, refs, entry, self.out)
@@ -319,9 +273,11 @@ class Resyncs:
             [asked(self.settings, refs, entry)] if entry["signal"] else [],
             SNAPSHOT_TIMEOUT_S,
             lambda line: self.out(line.replace("repair:", "re-sync:")),
-            {connector: source.heartbeat_query},
+            _beat(self.settings, refs),
         )
-        self._say(connector, "applying the snapshot")
+        self._say(connector, "deleting the rows deleted during the gap")
+        deleted = gap_deletes(self.settings, refs, entry, self.out)
+        self._say(connector, "applying the snapshot and the deletes")
         ends = {r.name: kafka_io.watermarks(self.settings.kafka_bootstrap, r.topic) for r in keyed}
 
         def applied() -> bool:
@@ -332,23 +288,13 @@ class Resyncs:
                 f"{connector}'s tables did not apply the re-sync's snapshot within"
                 f" {APPLIED_TIMEOUT_S:.0f}s"
             )
-        self._say(connector, "finding rows deleted during the gap")
-        old_ones_over(self.settings, refs[0], entry, self.out)
-        removed, lsn = 0, int(entry["lsn"])
-        for ref in keyed:
-            sweep = gap_deletes(self.spark, self.settings, ref, lsn)
-            self.sweeps.put(sweep)
-            sweep.done.wait()
-            if sweep.error is not None:
-                raise ChangelakeError(f"{ref.name}: gap deletes not applied: {sweep.error}")
-            removed += len(sweep.keys)
         _save(run_dir, connector, None)
         self.begun.pop(connector, None)
         self.causes.pop(connector, None)
         self.forget(connector)
         self.out(
             f"re-sync of {connector} done: {', '.join(r.name for r in keyed)} sent again from"
-            f" the source, {removed:,} rows deleted during the gap deleted from the lake"
+            f" the source, {deleted:,} rows deleted during the gap deleted from the lake"
         )
 
     def _applied(self, ref: TableRef, ends: Mapping[int, tuple[int, int]]) -> bool:

@@ -32,7 +32,7 @@ from changelake.apply.connector_batch import Member
 from changelake.apply.guards import Watch, Watched
 from changelake.apply.key_change_guard import KeyChangeGuard
 from changelake.apply.pipeline_file import PIPELINE_FILE, TableState, write_state
-from changelake.apply.resync import Resyncs, Sweep, finish_once
+from changelake.apply.resync import Resyncs
 from changelake.apply.run_options import RunOptions
 from changelake.apply.run_report import batch_line, report_line, summary_lines
 from changelake.apply.run_state import Stream, TableJob, add_discovered, all_ended
@@ -81,7 +81,7 @@ class Pipeline:
         self.search_client = SearchClient.of(settings, settings.search_retry_s, out)
         self.watch = Watch(settings.kafka_bootstrap)
         self.dsns: dict[tuple[tuple[str, str], ...], str] = {}  # connector settings → DSN
-        resyncs = None if options.once else partial(Resyncs, settings, spark, self.jobs, out)
+        resyncs = None if options.once else partial(Resyncs, settings, self.jobs, out)
         self.capture = CaptureWatch(settings, out, self.jobs, resyncs)
         self.seams = SeamRepair(settings, out, self._dsn)  # `run --once` repairs before it runs
         self.resends: list[Asked] = []  # asked by this run's batches: `run --once` waits for them
@@ -320,15 +320,12 @@ class Pipeline:
                         self._tick_stream(connector)
                 if self.capture.tick():
                     self._write_state()
-                if self.capture.resyncs is not None:
-                    self.capture.resyncs.drain(self.sweep)
                 if self.options.once:
                     connector_stream.await_each(self.streams.values())
                 else:
                     self._periodic()
                 time.sleep(0.2)
-            if self.options.once and not self.stopping:  # gap deletes before the views' round
-                finish_once(self.spark, self.settings, self._refs(), self.sweep, self.out)
+            if self.options.once and not self.stopping:
                 self.background.finish(
                     j.ref for j in self.jobs.values() if j.state == TableState.DONE
                 )
@@ -339,15 +336,6 @@ class Pipeline:
 
     def _refs(self) -> list[TableRef]:
         return [j.ref for j in list(self.jobs.values())]
-
-    def sweep(self, sweep: Sweep) -> None:
-        """A re-sync's gap deletes through the table's applier, between its stream's batches."""
-        stream = self.streams.get(sweep.ref.connector)
-        member = stream.members.get(sweep.ref.name) if stream is not None else None
-        if stream is None or stream.batch is None or member is None:
-            raise ChangelakeError(f"{sweep.ref.name} is not applied by this run")
-        with stream.batch.exclusive():
-            member.applier.sweep(sweep.keys, sweep.lsn)
 
     def _periodic(self) -> None:
         now = time.monotonic()

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from changelake import kafka_io, lakefs, run_log
-from changelake.apply.resync import SNAPSHOT_TIMEOUT_S, begin_once
+from changelake.apply.resync import resync_once
 from changelake.apply.run import Discover, Out, Pipeline
 from changelake.apply.run_options import RunOptions
 from changelake.capture.capture_restarts import CaptureRestarts
@@ -66,13 +66,7 @@ def run(
         sources = {r.connector: source_of_table(settings, r) for r in refs}
         beats = {c: s.heartbeat_query for c, s in sources.items()}
         CaptureRestarts(settings.connect_url, out).tick(r.connector for r in refs)  # if FAILED
-        settle(
-            settings.kafka_bootstrap,
-            begin_once(settings, refs, out),
-            SNAPSHOT_TIMEOUT_S,
-            out,
-            beats,
-        )
+        resync_once(settings, refs, out)  # a slot that lost changes: capture again, re-sent
         seams = SeamRepair(settings, out, lambda ref: sources[ref.connector].dsn())
         settle(settings.kafka_bootstrap, seams.tick(refs), RESEND_TIMEOUT_S, out, beats)
         for slot, source in slot_sources(settings, refs).items():

@@ -4,6 +4,7 @@ one (and not under CHANGELAKE_RESYNC=manual), and how the run's watch shows one 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from changelake.apply.pipeline_file import TableState
 from changelake.apply.resync import Resyncs
 from changelake.apply.run_state import TableJob
 from changelake.capture.capture_health import Stall
+from changelake.capture.gap_deletes import delete_event, key_values, row_lsn
 from changelake.capture.resync import moved
 from changelake.settings import Settings
 from changelake.tables import TableRef
@@ -75,7 +77,7 @@ def test_a_lost_slot_starts_one_resync_and_a_restore_none(
 ) -> None:
     started = _started(monkeypatch)
     jobs = {"orders": _job("orders"), "items": _job("items", "other")}
-    resyncs = Resyncs(run_settings, None, jobs, print, lambda _: None)  # type: ignore[arg-type]
+    resyncs = Resyncs(run_settings, jobs, print, lambda _: None)
     dropped = Stall("shop", "slot gone", "it re-syncs", "slot_missing")
     restored = Stall("other", "behind the lake", "rebuild", "source_behind_lake")
     resyncs.want({"shop": dropped, "other": restored})
@@ -86,7 +88,7 @@ def test_a_lost_slot_starts_one_resync_and_a_restore_none(
 def test_manual_starts_none(run_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     started = _started(monkeypatch)
     manual = dataclasses.replace(run_settings, resync=False)
-    resyncs = Resyncs(manual, None, {"orders": _job("orders")}, print, lambda _: None)  # type: ignore[arg-type]
+    resyncs = Resyncs(manual, {"orders": _job("orders")}, print, lambda _: None)
     resyncs.want({"shop": Stall("shop", "slot gone", "it re-syncs", "slot_missing")})
     assert started == []
 
@@ -97,7 +99,7 @@ def test_a_resync_a_killed_run_began_goes_on(
     started = _started(monkeypatch)
     begun = {"cause": "slot gone", "lsn": 7, "xmax": 9, "signal": "s", "since": {"0": 3}}
     resync._save(run_settings.run_dir, "shop", begun)
-    resyncs = Resyncs(run_settings, None, {"orders": _job("orders")}, print, lambda _: None)  # type: ignore[arg-type]
+    resyncs = Resyncs(run_settings, {"orders": _job("orders")}, print, lambda _: None)
     resyncs.want({})  # no trouble seen any more: the slot is new, its snapshot not yet applied
     assert started == [("shop", begun)]
 
@@ -113,7 +115,7 @@ def test_the_watch_shows_a_resync_and_says_when_capture_runs_again(
     made: list[Resyncs] = []
 
     def factory(forget: Any) -> Resyncs:
-        made.append(Resyncs(run_settings, None, jobs, said.append, forget))  # type: ignore[arg-type]
+        made.append(Resyncs(run_settings, jobs, said.append, forget))
         return made[0]
 
     started = _started(monkeypatch)
@@ -134,3 +136,41 @@ def test_the_watch_shows_a_resync_and_says_when_capture_runs_again(
     # Said once, with its cause, when it began; its phases are not said as new stalls.
     (stalled,) = [line for line in said if "capture stalled" in line]
     assert stalled == "capture stalled: slot gone; re-syncing shop"
+
+
+LEAN_ROW = (
+    b'{"before":null,"after":{"id":7,"balance":7824.30,"name":"na\\u00efve \xc3\xa9"},'
+    b'"source":{"version":"3.7.0.Final","lsn":1500,"txId":4592,"ts_ms":1,"ts_us":1000,'
+    b'"snapshot":"false","sequence":"[\\"1400\\",\\"1500\\"]"},'
+    b'"transaction":{"id":"4592:1500","total_order":1},"op":"u","ts_ms":2}'
+)
+
+
+def test_a_key_s_newest_row_position_is_read_from_the_envelope_s_tail() -> None:
+    assert row_lsn(LEAN_ROW) == 1500
+    # An incremental snapshot's read has no lsn: its streaming position is its sequence's.
+    read = LEAN_ROW.replace(b'"lsn":1500', b'"lsn":null').replace(b'"op":"u"', b'"op":"r"')
+    assert row_lsn(read) == 1500
+    assert row_lsn(LEAN_ROW.replace(b'"op":"u"', b'"op":"d"')) is None  # deleted already
+    assert row_lsn(None) is None  # a tombstone
+    inline = b'{"schema":{"type":"struct","fields":[{"field":"source"}]},"payload":' + LEAN_ROW
+    assert row_lsn(inline + b"}") == 1500
+
+
+def test_the_gap_s_delete_is_the_row_s_last_image_at_the_slot_s_lsn() -> None:
+    event = json.loads(delete_event(LEAN_ROW, 9000, 1_700_000_000_000))
+    assert event["op"] == "d" and event["after"] is None
+    assert event["before"]["id"] == 7 and event["before"]["name"] == "naïve é"
+    assert event["source"]["lsn"] == 9000 and event["source"]["txId"] is None
+    assert event["source"]["ts_us"] == 1_700_000_000_000_000 and event["ts_ms"] == 1_700_000_000_000
+    assert event["transaction"] is None  # no transaction of the source's: no read waits for it
+    # Numbers as the record held them: a decimal keeps its trailing zero.
+    assert b'"balance":7824.30' in delete_event(LEAN_ROW, 9000, 0)
+    inline = b'{"schema":{"type":"struct"},"payload":' + LEAN_ROW + b"}"
+    wrapped = json.loads(delete_event(inline, 9000, 0))
+    assert wrapped["schema"] == {"type": "struct"} and wrapped["payload"]["op"] == "d"
+
+
+def test_a_key_s_columns_and_values_come_from_its_payload() -> None:
+    key = b'{"schema":{"type":"struct"},"payload":{"order_id":12,"line_no":3}}'
+    assert key_values(key) == (["order_id", "line_no"], (12, 3))
