@@ -50,6 +50,7 @@ APPLIED_TIMEOUT_S = 3600.0  # for the stream to apply what the snapshot sent
 OLD_TRANSACTIONS_S = 600.0
 RETRY_S = 60.0  # a re-sync that failed is tried again this long after
 Out = Callable[[str], None]
+_SAVING = threading.Lock()
 
 
 def gap_deletes(settings: Settings, refs: list[TableRef], entry: dict[str, Any], out: Out) -> int:
@@ -116,12 +117,13 @@ def pending(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def _save(run_dir: Path, connector: str, entry: dict[str, Any] | None) -> None:
-    found = pending(run_dir)
-    if entry is None:
-        found.pop(connector, None)
-    else:
-        found[connector] = entry
-    jsonfile.write_atomically(state_path(run_dir), found)
+    with _SAVING:  # two connectors' re-syncs, each reading and writing the one file
+        found = pending(run_dir)
+        if entry is None:
+            found.pop(connector, None)
+        else:
+            found[connector] = entry
+        jsonfile.write_atomically(state_path(run_dir), found)
 
 
 def begin(
