@@ -81,15 +81,18 @@ def restart_capture(
     with pg.connect(source.dsn(), autocommit=True) as conn:
         version = conn.info.server_version
         args = sql.SQL(", false, false, true") if failover and version >= 170000 else sql.SQL("")
-        row = conn.execute(
+        made = conn.execute(
             sql.SQL(
-                "SELECT (lsn - '0/0')::bigint,"
-                " pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+                "SELECT (lsn - '0/0')::bigint"
                 " FROM pg_create_logical_replication_slot({}, 'pgoutput'{})"
             ).format(sql.Literal(slot), args)
         ).fetchone()
-    assert row is not None  # a function returning one row
-    restarted = Restarted(int(row[0]), int(row[1]))
+        # After the slot, in a statement of its own: a statement's snapshot is taken as it
+        # starts, and transactions begun while the slot was being made count too.
+        begun = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+        xmax = begun.fetchone()
+    assert made is not None and xmax is not None  # functions returning one row
+    restarted = Restarted(int(made[0]), int(xmax[0]))
     offsets = api.get(f"/connectors/{name}/offsets").get("offsets") or []
     body = moved(offsets, restarted.lsn, prefix)
     api.request("PATCH", f"/connectors/{name}/offsets", body)
