@@ -18,6 +18,7 @@ from changelake.bench import (
     query_latency,
     quiet_tail,
     resources,
+    resync_phase,
     source,
     stages,
     verify_cost,
@@ -29,7 +30,7 @@ from changelake.bench.options import BenchOptions
 from changelake.bench.pgbench_load import PgbenchRun, run_pgbench
 from changelake.bench.report import machine_info, stage_figures, sustained_figures, write_report
 from changelake.bench.rounds import round_figures
-from changelake.bench.stats import summarize
+from changelake.bench.stats import per_1000, summarize
 from changelake.bench.sustained import (
     IndexWatch,
     Load,
@@ -40,6 +41,7 @@ from changelake.bench.sustained import (
     timeline,
 )
 from changelake.bench.visibility import ends_of, freshness_figures, last_offsets, table_shape
+from changelake.bench.waits import wait_saying
 from changelake.chaos.pipeline_process import PipelineProcess
 from changelake.search.client import SearchClient
 from changelake.settings import Settings
@@ -90,6 +92,7 @@ class Bench:
             self.say("bench: continuous verification on and off under the same load")
             self.figures["verify_cost"] = verify_cost.measure(self._cost_run(dsn), o.rate)
             self.figures["views"] = views_phase.measure(self._views_run(dsn), self.options.rate)
+            self.figures["resync"] = resync_phase.measure(self._resync_run(dsn), o.rate)
             self._baseline_sustained(dsn)
         finally:  # a connector left running would hold its slot, and its WAL, for nothing
             source.remove_connectors(self.settings, self.say)
@@ -191,9 +194,7 @@ class Bench:
         watch.start()
         try:
             self._wait(
-                lambda: pipeline.alive() and self._streaming(),
-                "the pipeline to stream",
-                600,
+                lambda: pipeline.alive() and self._streaming(), "the pipeline to stream", 600
             )
             steps = run_steps(
                 self._load(dsn),
@@ -255,7 +256,7 @@ class Bench:
             self._streaming,
             self._applied_everything,
             len(source.TABLES),
-            lambda ready, what, timeout_s: self._wait(ready, what, timeout_s),
+            self._wait,
             self.say,
         )
 
@@ -273,7 +274,22 @@ class Bench:
             lambda: {t: ends_of(self.settings.kafka_bootstrap, t) for t in source.topics()},
             self._streaming,
             self._applied_everything,
-            lambda ready, what, timeout_s: self._wait(ready, what, timeout_s),
+            self._wait,
+            self.say,
+        )
+
+    def _resync_run(self, dsn: str) -> resync_phase.ResyncRun:
+        load = self._load(dsn)
+        return resync_phase.ResyncRun(
+            source.settings_for_bench(self.settings),
+            dsn,
+            self.env,
+            self.out_dir,
+            self.connector,
+            [f"public.{t}" for t in source.TABLES],
+            lambda rate, seconds: load(rate, seconds, 31),
+            self._streaming,
+            self._wait,
             self.say,
         )
 
@@ -300,17 +316,7 @@ class Bench:
         required: bool = True,
         progress: Callable[[], str] | None = None,
     ) -> None:
-        deadline, next_say = time.monotonic() + timeout_s, time.monotonic() + 15
-        while not ready():
-            if time.monotonic() > deadline:
-                if required:
-                    raise TimeoutError(f"bench: gave up waiting for {what} after {timeout_s:.0f} s")
-                self.say(f"bench: {what}: not after {timeout_s:.0f} s; measuring what is there")
-                return
-            if time.monotonic() >= next_say:
-                self.say(f"bench: waiting for {what}" + (f": {progress()}" if progress else ""))
-                next_say = time.monotonic() + 15
-            time.sleep(0.5)
+        wait_saying(ready, what, timeout_s, self.say, required, progress)
 
     def _streaming(self) -> bool:
         try:
@@ -385,12 +391,8 @@ class Bench:
             "rounds": round_figures(self._pipeline_log().read_text(errors="replace").splitlines()),
             "views": f.get("views"),
             "verify_cost": f.get("verify_cost"),
+            "resync": f.get("resync"),
         }
-
-
-def per_1000(cpu_s: float, changes: int) -> float | None:
-    """CPU seconds per 1,000 changes (None: no change, or no CPU seen)."""
-    return cpu_s / changes * 1000 if changes and cpu_s else None
 
 
 def _no_history(lake_json: Path) -> str:

@@ -26,6 +26,7 @@ from changelake.bench.plot import TimelinePoint, plot
 from changelake.bench.query_latency import QueryFigures, query_section
 from changelake.bench.quiet_tail import quiet_section
 from changelake.bench.records import RecordFigures, records_section
+from changelake.bench.resync_phase import ResyncCost, resync_section
 from changelake.bench.rounds import RoundFigures, rounds_section
 from changelake.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
 from changelake.bench.steps_section import steps_section
@@ -111,6 +112,7 @@ class _Later(TypedDict, total=False):
     quiet: NotRequired[dict[str, Any] | None]  # the quiet tail, and served queries under load
     views: dict[str, Any] | None  # views.json's views: their cost and freshness (views_phase)
     verify_cost: VerifyCost | None  # continuous verification on against off (verify_cost)
+    resync: NotRequired[ResyncCost | None]  # a dropped slot re-synced by the run (resync_phase)
     # CPU seconds `run --once` spent per 1,000 changes of the backlog (its whole process tree)
     apply_cpu_per_1000: float | None
 
@@ -336,6 +338,7 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         *quiet_section(results.get("quiet")),
         *views_section(results.get("views")),
         *cost_section(results.get("verify_cost")),
+        *resync_section(results.get("resync")),
         "## Resources",
         "CPU seconds and peak resident memory (sum over each service's processes; shared memory "
         "counts once per process that maps it).",

@@ -155,3 +155,8 @@ def highest_bounded(steps: Sequence[StepResult]) -> StepResult | None:
             break
         best = step
     return best
+
+
+def per_1000(cpu_s: float, changes: int) -> float | None:
+    """CPU seconds per 1,000 changes (None: no change, or no CPU seen)."""
+    return cpu_s / changes * 1000 if changes and cpu_s else None

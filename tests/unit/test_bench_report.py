@@ -299,3 +299,29 @@ def test_what_continuous_verification_costs_is_reported(tmp_path: Path) -> None:
     assert "the run's CPU 140 s against 135 s per run" in text
     assert "No table commits" in "\n".join(cost_section({**cost, "ratio": None}))
     assert cost_section(None) == []
+
+
+def test_what_re_syncing_a_lost_slot_costs_is_reported() -> None:
+    from changelake.bench.resync_phase import DELETED, ResyncCost, resync_section
+
+    cost = ResyncCost(
+        rate=250.0,
+        gap_s=30.0,
+        noticed_s=14.2,
+        resynced_s=412.6,
+        equal_s=530.1,
+        rows_resent=1_840_549,
+        deleted=312,
+    )
+    text = "\n".join(resync_section(cost))
+    assert "wrote 30 s at 250 transactions/s" in text
+    assert "began re-syncing 14 s later and had re-synced 413 s after the resume" in text
+    assert "1,840,549 rows sent again by an incremental snapshot, 312 rows deleted" in text
+    assert "after 530 s." in text
+    assert "never (verify differed)" in "\n".join(resync_section({**cost, "equal_s": None}))
+    assert resync_section(None) == []
+    line = (
+        "re-sync of bench-postgres done: orders, order_lines sent again from the source, 1,234"
+        " rows deleted during the gap deleted from the lake"
+    )
+    assert DELETED.findall(line) == ["1,234"]
