@@ -77,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="status as JSON, for programs")
     p.set_defaults(handler=commands.stack_command)
 
-    p = sub.add_parser("connectors", help="init | apply | status | delete Kafka Connect connectors")
+    p = sub.add_parser(
+        "connectors", help="init | apply | status | delete | rebuild Kafka Connect connectors"
+    )
     csub = p.add_subparsers(dest="action", required=True)
     c = csub.add_parser("apply", help="validate, then create or update connectors from JSON")
     c.add_argument("files", nargs="*", help="connector JSON files (default: connectors/*.json)")
@@ -119,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also drop its replication slot: the WAL it kept is gone, and a new connector "
         "snapshots again (asks first, unless --yes)",
     )
+    c.add_argument("--yes", action="store_true", help="destroy without asking")
+    c = csub.add_parser(
+        "rebuild",
+        help="capture a restored or replaced source from nothing and make its tables again "
+        "(its slot, offsets and topics deleted; `changelake run` stopped first)",
+    )
+    c.add_argument("name")
     c.add_argument("--yes", action="store_true", help="destroy without asking")
     p.set_defaults(handler=commands.connectors_command)
 

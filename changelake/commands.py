@@ -75,6 +75,11 @@ def connectors_command(args: argparse.Namespace, settings: Settings) -> int:
         if args.drop_slot:
             _confirmed(args, f"drop the replication slot of connector {args.name}")
         removal.delete(settings, args.name, drop_slot=args.drop_slot)
+    elif args.action == "rebuild":
+        from changelake.apply import rebuild
+
+        confirm = f"delete {args.name}'s slot and topics and make its tables again"
+        return rebuild.rebuild_lake(settings, args.name, lambda: _confirmed(args, confirm))
     else:
         report = connector_status.status(settings)
         if args.json:

@@ -35,7 +35,7 @@ from changelake.tables import TableRef
 from changelake.waiting import wait_until
 
 # The slot troubles a re-sync mends. A source replaced or restored behind the lake is not one:
-# its changes would be mixed with another database's (see slot_trouble.REBUILD).
+# its changes would be mixed with another database's (see slot_trouble.rebuild).
 RESYNC_CAUSES = ("slot_missing", "slot_invalidated", "slot_recreated", "failover")
 OFFSET_LSNS = ("lsn", "lsn_proc", "lsn_commit")
 # Offset entries that belong to where the old slot was: an incremental snapshot running then

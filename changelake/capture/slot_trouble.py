@@ -37,10 +37,14 @@ LOOK_SQL = (
     " ELSE pg_current_wal_lsn() END, '0/0')::bigint"
     " FROM (SELECT (SELECT to_jsonb(r) FROM pg_replication_slots r WHERE slot_name = %s) AS s) q"
 )
-REBUILD = (
-    "stop `changelake run` before it mixes the two databases' changes; the lake must be built"
-    ' again from this one (docs/troubleshooting.md, "A source restored from a backup")'
-)
+
+
+def rebuild(connector: str) -> str:
+    """What a restored or replaced source needs: the lake made again from it."""
+    return (
+        "stop `changelake run` before it mixes the two databases' changes, then make the lake"
+        f" again from this one: `changelake connectors rebuild {connector}`"
+    )
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ def trouble_of(
             f"{where} is not the database {connector} was applied to (system identifier"
             f" {now.system_identifier}, was {known.system_identifier}): a new server or a dump"
             " restored into one, so the lake holds rows and changes this database may not have",
-            REBUILD,
+            rebuild(connector),
             "source_replaced",
         )
     if lake_lsn is not None and look.current_lsn is not None and look.current_lsn < lake_lsn:
@@ -102,7 +106,7 @@ def trouble_of(
             f"{where} is at WAL {pg_lsn(look.current_lsn)}, behind {pg_lsn(lake_lsn)} which the"
             " lake already applied: the database was restored to an earlier point (or a standby"
             " that lagged took over), so the lake holds changes it no longer has",
-            REBUILD,
+            rebuild(connector),
             "source_behind_lake",
         )
     if not look.exists:

@@ -3,7 +3,8 @@ gone (the connector stopped, then failed), and once a slot of that name is made 
 that it starts after the connector's position (the changes between never captured): the tables
 shown `stalled`, exit 3, never `running`. Debezium fails on a missing slot before it would make
 one, so a slot made again is someone's doing. Then `run --once`, with no other command, re-syncs
-it: the rows inserted, updated and deleted while no slot kept them reach the lake, row for row."""
+it: the rows inserted, updated and deleted while no slot kept them reach the lake, row for row.
+Last, a restore from a backup, named by `status` and undone by `connectors rebuild`."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from typing import Any
 
 import pytest
 
+from changelake.capture import source_identity
 from changelake.capture.connect_api import ConnectApi
 from changelake.capture.connectors import connector_state
 from changelake.capture.removal import drop_replication_slot
 from changelake.capture.source import source_of
+from changelake.capture.source_identity import Identity
 from changelake.exit_codes import NEEDS_A_PERSON, NOT_RUNNING
 from changelake.waiting import wait_until
 from tests.integration.pipeline_fixtures import Pipeline
@@ -89,3 +92,18 @@ def test_status_names_a_dropped_slot_then_the_run_re_syncs_it(
     p.run_once()
     p.assert_equal(t, ["id"])
     assert _status_code(p) == NOT_RUNNING  # nothing wrong any more; no pipeline runs
+
+    # A restore: the database comes back without rows the lake and the topic hold (here deleted
+    # and changed while nothing captured), under another system identifier. `status` names it;
+    # one command makes the lake equal to it again.
+    api.put(f"/connectors/{name}/stop", None)
+    assert wait_until(lambda: connector_state(api, name)["connector"] == "STOPPED", 60)
+    drop_replication_slot(source_of(p.settings, config), slot)
+    p.sql(f"DELETE FROM {t} WHERE id IN (1, 7)")
+    p.sql(f"UPDATE {t} SET note = 'as the backup had it' WHERE id = 8")
+    source_identity.remember(p.settings.run_dir, name, Identity("42", 1))
+    assert "system identifier" in _status(p)["tables"][t]["error"]
+    done = p.cli("connectors", "rebuild", name, "--yes")
+    assert f"{p.prefix}.public.{t}" in done.stdout and "deleted" in done.stdout
+    assert p.assert_equal(t, ["id"]) == 3  # 2, 3 and 8
+    assert _status_code(p) == NOT_RUNNING

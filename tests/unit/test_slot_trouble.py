@@ -76,6 +76,7 @@ def test_a_source_behind_the_lake_or_another_database_is_a_restore_not_a_resync(
     assert behind is not None and behind.cause == "source_behind_lake"
     assert "at WAL 0/1F4, behind 0/384 which the lake already applied" in behind.sentence
     assert "stop `changelake run`" in behind.next_step
+    assert "`changelake connectors rebuild shop`" in behind.next_step
     other = _trouble(replace(HEALTHY, identity=Identity("42", 1)))
     assert other is not None and other.cause == "source_replaced"
     assert "system identifier 42, was 7713416105510311725" in other.sentence
