@@ -91,7 +91,16 @@ def test_tables_are_named_one_way_everywhere() -> None:
 # Commands that act, printing progress only: their results are files, tables or a running
 # pipeline (bench's report is results.json). Every other command prints results, and --json
 # prints them for programs.
-ACTS = {"setup", "connectors init", "connectors delete", "demo seed", "demo load", "run", "bench"}
+ACTS = {
+    "setup",
+    "connectors init",
+    "connectors delete",
+    "connectors rebuild",
+    "demo seed",
+    "demo load",
+    "run",
+    "bench",
+}
 
 
 def test_every_command_that_prints_results_has_json() -> None:
