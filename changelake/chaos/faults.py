@@ -142,8 +142,11 @@ def drop_slot(ctx: FaultContext) -> str:
     drop_replication_slot(source_of(ctx.settings, config), slot)
     gap = ctx.rng.uniform(*ctx.outage_s)
     time.sleep(gap)  # the gap itself: the workload's changes meanwhile have no slot
-    api.put(f"/connectors/{quote(ctx.connector)}/resume", None)
     run_dir, connector = ctx.settings.run_dir, ctx.connector
+    # Not once the run has begun re-syncing (it may, while the gap lasts): a resume between its
+    # stop and its moving of the offset would start the connector from the lost position.
+    if connector not in pending(run_dir):
+        api.put(f"/connectors/{quote(ctx.connector)}/resume", None)
     if not wait_until(lambda: connector in pending(run_dir), 180.0, interval_s=1.0):
         raise ChangelakeError(f"the pipeline did not begin re-syncing {connector} in 180 s")
     began = time.monotonic()
