@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from changelake import run_log, tables
-from changelake.apply import run_command
+from changelake.apply import resync, run_command
 from changelake.apply.pipeline_file import pipeline_state
 from changelake.apply.run import Out
 from changelake.apply.run_options import RunOptions
@@ -45,5 +45,6 @@ def rebuild_lake(
     rebuild.recapture(
         settings, rebuild.connector_file(settings, name), [r.topic for r in refs], out
     )
+    resync.abandon(settings.run_dir, name)  # one begun for the database before is moot
     names = tuple(r.name for r in refs)
     return run_command.run(settings, refs, RunOptions(once=True, resnapshot=names), out)

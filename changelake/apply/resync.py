@@ -116,6 +116,11 @@ def pending(run_dir: Path) -> dict[str, dict[str, Any]]:
     return dict(jsonfile.read(path)) if path.exists() else {}
 
 
+def abandon(run_dir: Path, connector: str) -> None:
+    """The connector's unfinished re-sync forgotten: capture was made again from nothing."""
+    _save(run_dir, connector, None)
+
+
 def _save(run_dir: Path, connector: str, entry: dict[str, Any] | None) -> None:
     with _SAVING:  # two connectors' re-syncs, each reading and writing the one file
         found = pending(run_dir)
