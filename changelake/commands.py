@@ -78,8 +78,7 @@ def connectors_command(args: argparse.Namespace, settings: Settings) -> int:
     elif args.action == "rebuild":
         from changelake.apply import rebuild
 
-        confirm = f"delete {args.name}'s slot and topics and make its tables again"
-        return rebuild.rebuild_lake(settings, args.name, lambda: _confirmed(args, confirm))
+        return rebuild.rebuild_lake(settings, args.name, lambda asked: _confirmed(args, asked))
     else:
         report = connector_status.status(settings)
         if args.json:

@@ -13,6 +13,7 @@ from changelake import kafka_io, lakefs, progress
 from changelake.apply.guards import topic_hint, topic_problem
 from changelake.apply.run_report import snapshot_lines
 from changelake.apply.snapshot import snapshot
+from changelake.capture import rebuild
 from changelake.changelog.registry import SchemaRegistry
 from changelake.exceptions import ChangelakeError
 from changelake.lake.table import covered
@@ -38,7 +39,13 @@ def prepare_table(
     `snapshotting()`), None while its topic is empty. `resnapshot`: drop it first."""
     lake = settings.lake
     sink = DeltaSink.of(spark, ref, lake)
-    if resnapshot:
+    rebuilt = ref.name in rebuild.marked(settings.run_dir)  # its topic is another database's now
+    if rebuilt and ref.events and sink.exists():  # its events are kept: no source has them
+        kept = f"{ref.path(lake)}.before-rebuild-{int(time.time())}"
+        lakefs.rename(spark, ref.path(lake), kept)
+        out(f"{ref.name}: an event table made again; its events until now kept at {kept}")
+        forget_changes(spark, ref, lake)
+    elif resnapshot or rebuilt:
         out(f"{ref.name}: dropping the derived table to re-snapshot")
         lakefs.delete(spark, ref.path(lake))
         forget_changes(spark, ref, lake)
@@ -61,6 +68,7 @@ def prepare_table(
         )
     if result is None:
         return None
+    rebuild.unmark(settings.run_dir, ref.name)
     for line in snapshot_lines(ref, result, time.monotonic() - started):
         out(line)
     start_history(spark, ref, lake, out)

@@ -104,6 +104,6 @@ def test_status_names_a_dropped_slot_then_the_run_re_syncs_it(
     source_identity.remember(p.settings.run_dir, name, Identity("42", 1))
     assert "system identifier" in _status(p)["tables"][t]["error"]
     done = p.cli("connectors", "rebuild", name, "--yes")
-    assert f"{p.prefix}.public.{t}" in done.stdout and "deleted" in done.stdout
+    assert f"{p.prefix}.public.{t} deleted, with the records of the database" in done.stdout
     assert p.assert_equal(t, ["id"]) == 3  # 2, 3 and 8
     assert _status_code(p) == NOT_RUNNING
