@@ -15,6 +15,7 @@ from changelake.apply.pipeline_file import pipeline_state
 from changelake.apply.run import Out
 from changelake.apply.run_options import RunOptions
 from changelake.capture import rebuild
+from changelake.capture.connectors import ConnectorFile
 from changelake.exceptions import ChangelakeError, ConfigError
 from changelake.settings import Settings
 
@@ -22,8 +23,9 @@ from changelake.settings import Settings
 SNAPSHOTTING = ("initial", "always", "when_needed")
 
 
-def check(settings: Settings, name: str) -> list[tables.TableRef]:
-    """The connector's tables; refuses, having changed nothing, what would stop a rebuild."""
+def check(settings: Settings, name: str) -> tuple[ConnectorFile, list[tables.TableRef]]:
+    """The connector's file and tables; refuses, having changed nothing, what would stop a
+    rebuild."""
     state, _ = pipeline_state(settings)
     if state["running"]:
         raise ChangelakeError(
@@ -40,7 +42,7 @@ def check(settings: Settings, name: str) -> list[tables.TableRef]:
     refs = [r for r in tables.captured(settings) if r.connector == name]
     if not refs:
         raise ConfigError(f"connector {name} captures no table: nothing to rebuild")
-    return refs
+    return cf, refs
 
 
 def question(name: str, refs: list[tables.TableRef]) -> str:
@@ -59,13 +61,11 @@ def rebuild_lake(
 ) -> int:
     """Capture again, then every table of the connector made again; the run's exit code.
     `confirm(question)` raises to go no further; asked once nothing refuses the rebuild."""
-    refs = check(settings, name)
+    cf, refs = check(settings, name)
     confirm(question(name, refs))
     run_log.configure()  # its lines before the run's, timestamped like them
     out(f"rebuilding {name}: capture from nothing, then {len(refs)} tables made again")
     rebuild.mark(settings.run_dir, [r.name for r in refs])  # before anything is removed
     resync.abandon(settings.run_dir, name)  # one begun for the database before is moot
-    rebuild.recapture(
-        settings, rebuild.connector_file(settings, name), [r.topic for r in refs], out
-    )
+    rebuild.recapture(settings, cf, [r.topic for r in refs], out)
     return run_command.run(settings, refs, RunOptions(once=True), out)

@@ -13,6 +13,7 @@ A rebuild run again goes on from where the last one stopped."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from changelake.settings import Settings
 from changelake.waiting import wait_until
 
 MARKER = "rebuild.json"
+_MARKING = threading.Lock()
 TOPICS_GONE_WITHIN_S = 60.0
 SLOT_MADE_WITHIN_S = 120.0
 # The new snapshot is read before the run takes it from the topics: minutes for a big database.
@@ -57,13 +59,15 @@ def marked(run_dir: Path) -> set[str]:
 
 
 def mark(run_dir: Path, tables: Sequence[str]) -> None:
-    jsonfile.write_atomically(run_dir / MARKER, sorted(marked(run_dir) | set(tables)))
+    with _MARKING:
+        jsonfile.write_atomically(run_dir / MARKER, sorted(marked(run_dir) | set(tables)))
 
 
 def unmark(run_dir: Path, table: str) -> None:
     """`table` made again from its new topic."""
-    if table in (left := marked(run_dir)):
-        jsonfile.write_atomically(run_dir / MARKER, sorted(left - {table}))
+    with _MARKING:  # tables of one run are made side by side, each reading and writing the file
+        if table in (left := marked(run_dir)):
+            jsonfile.write_atomically(run_dir / MARKER, sorted(left - {table}))
 
 
 def recapture(

@@ -38,7 +38,9 @@ def test_a_connector_without_a_file_is_refused_and_one_with_its_tables_found(
     settings = _settings(tmp_path)
     with pytest.raises(ConfigError, match=r"no connector file in .* names connector 'nope'"):
         rebuild.check(settings, "nope")
-    names = {r.name for r in rebuild.check(settings, "shop-postgres")}
+    cf, refs = rebuild.check(settings, "shop-postgres")
+    assert cf.name == "shop-postgres"
+    names = {r.name for r in refs}
     assert {"customers", "orders"} <= names
 
 
@@ -52,7 +54,7 @@ def test_the_tables_to_make_again_are_kept_until_each_is_made(tmp_path: Path) ->
 
 
 def test_the_question_names_the_tables_and_what_event_tables_keep(tmp_path: Path) -> None:
-    refs = rebuild.check(_settings(tmp_path), "shop-postgres")
+    _, refs = rebuild.check(_settings(tmp_path), "shop-postgres")
     asked = rebuild.question("shop-postgres", refs)
     assert asked.startswith("delete shop-postgres's slot and topics and make customers, ")
     assert "event tables" not in asked
