@@ -186,14 +186,15 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def query_command(args: argparse.Namespace, settings: Settings) -> int:
     from changelake.read import export, query
-    from changelake.read.as_of import AsOf, parse_lsn
     from changelake.read.formats import format_table
 
     chosen = "json" if args.json else "csv" if args.csv else "parquet" if args.parquet else None
     output = Path(args.output) if args.output else None
-    as_of = (
-        AsOf(parse_lsn(args.as_of_lsn)) if args.as_of_lsn else AsOf() if args.consistent else None
-    )
+    as_of = None
+    if args.as_of_lsn or args.consistent:  # as_of's import pulls in the Delta writers
+        from changelake.read.as_of import AsOf, parse_lsn
+
+        as_of = AsOf(parse_lsn(args.as_of_lsn)) if args.as_of_lsn else AsOf()
     if chosen or output:  # streamed, any size
         say = (lambda line: print(line, file=sys.stderr)) if output is None else print
         fmt = export.format_of(chosen, output)

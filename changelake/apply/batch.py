@@ -40,9 +40,10 @@ from changelake.changelog.plan import after_truncate, completed, latest_per_key
 from changelake.changelog.redelivery import as_position, highest
 from changelake.exceptions import ChangelakeError
 from changelake.lake.commits import WRITES, CommitMeta, furthest
+from changelake.lake.layout import history_of
 from changelake.lake.table import read_table, truncate_of
 from changelake.sinks.delta import DeltaSink, ErrorsSink
-from changelake.sinks.history import HistorySink, history_of
+from changelake.sinks.history import HistorySink
 from changelake.sinks.search import SearchSink
 from changelake.spark import held, job_group
 from changelake.tables import TableRef

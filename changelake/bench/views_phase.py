@@ -30,7 +30,7 @@ from changelake.bench.visibility import (
     topic_changes,
 )
 from changelake.chaos.pipeline_process import PipelineProcess
-from changelake.sinks.history import history_of
+from changelake.lake.layout import history_of
 from changelake.views.config import ViewSpec, load_views
 from changelake.views.derived import VIEWS
 

@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from psycopg.conninfo import make_conninfo
-
 from changelake.exceptions import ConfigError
 from changelake.secrets import ENV_NAMES, read_secret
 from changelake.settings import Settings
@@ -40,6 +38,8 @@ class Source:
     heartbeat_query: str = ""  # the connector's heartbeat.action.query: a write of its own
 
     def dsn(self) -> str:
+        from psycopg.conninfo import make_conninfo  # psycopg: only when connecting
+
         return make_conninfo(
             host=self.host,
             port=self.port,

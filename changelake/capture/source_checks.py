@@ -13,16 +13,17 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import psycopg
 
 from changelake.capture.connect_api import ConnectApi
 from changelake.capture.source import Source, source_of
 from changelake.capture.topic_groups import is_event_topic, topic_of
 from changelake.exceptions import ConfigError
 from changelake.settings import Settings
+
+if TYPE_CHECKING:  # psycopg's import is a fifth of a `changelake query`'s start: when used
+    import psycopg
 
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
 # Debezium's defaults for the settings a file may leave out.
@@ -125,6 +126,8 @@ def problems(
     except ConfigError as exc:
         field, _, message = exc.message.partition(": ")
         return [(field, f"{message} ({exc.hint})" if exc.hint else message)]
+    import psycopg
+
     try:
         found = _read(source, config)
     except psycopg.OperationalError as exc:
@@ -137,6 +140,8 @@ def problems(
 
 
 def _read(source: Source, config: Mapping[str, str]) -> Found:
+    import psycopg
+
     publication = config.get("publication.name", DEFAULT_PUBLICATION)
     with psycopg.connect(source.dsn(), connect_timeout=10, autocommit=True) as conn:
         tables = {row[0]: Table(*row) for row in conn.execute(_TABLES)}

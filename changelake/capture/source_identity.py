@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import psycopg
+from typing import TYPE_CHECKING, Any
 
 from changelake import jsonfile
 from changelake.capture.source import source_of
 from changelake.settings import Settings
+
+if TYPE_CHECKING:  # imported when used: `changelake query` reads this module, never connects
+    import psycopg
 
 FILE = "sources.json"
 # pg_control_* are executable by every role (no superuser needed, unlike reading the data dir).
@@ -74,6 +75,8 @@ def bind(settings: Settings, connector: str, config: Mapping[str, str], fresh: b
     it."""
     if not fresh and connector in remembered(settings.run_dir):
         return
+    import psycopg
+
     source = source_of(settings, config)
     try:
         with psycopg.connect(source.dsn(), connect_timeout=5, autocommit=True) as conn:

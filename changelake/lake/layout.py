@@ -25,6 +25,15 @@ APPENDED_OFTEN = {"delta.checkpointInterval": "100"}
 CHANGELOGS = "_changelog"
 
 
+HISTORIES = "_history"  # a table's stored history (sinks/history.py) beside its base table
+
+
+def history_of(base_path: str) -> str:
+    """The history of the base table at `<dir>/<schema>/<table>`: `<dir>/_history/…`."""
+    root, schema, table = base_path.rstrip("/").rsplit("/", 2)
+    return f"{root}/{HISTORIES}/{schema}/{table}"
+
+
 def retired_changelog_of(base_path: str) -> str:
     """The retired changelog of the base table at `<dir>/<schema>/<table>`."""
     root, schema, table = base_path.rstrip("/").rsplit("/", 2)

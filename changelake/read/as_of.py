@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from changelake import kafka_io
 from changelake.exceptions import ChangelakeError, RetryableError
 from changelake.lake.commits import CommitMeta
-from changelake.lake.layout import delta_exists
+from changelake.lake.layout import delta_exists, history_of
 from changelake.lake.table import covered
 from changelake.lake.transactions import (
     Reached,
@@ -33,7 +33,6 @@ from changelake.lake.transactions import (
 )
 from changelake.pg import pg_lsn
 from changelake.settings import Settings
-from changelake.sinks.history import history_of
 from changelake.tables import TableRef
 
 LOOK_BACK = 4  # records before a table's covered end searched for its last change

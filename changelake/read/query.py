@@ -99,14 +99,15 @@ def open_query(
     `say` tells which."""
     from pyspark.errors import PySparkException
 
-    from changelake.read.as_of import read_points, refuse_without_history
     from changelake.read.served_query import connect, words
     from changelake.views.derived import derived_views
 
     _refuse_writes(sql)
     refs = tables.captured(settings)
     names = [r.name for r in refs] + [v.name for v in derived_views(settings, refs)]
-    if as_of is not None:
+    if as_of is not None:  # imported only then: reading histories pulls in the Delta writers
+        from changelake.read.as_of import read_points, refuse_without_history
+
         refuse_without_history(words(sql), refs)
     remote = connect(settings, sql, names) if served and as_of is None else None  # warm session
     if remote is not None:

@@ -15,14 +15,6 @@ from changelake.changelog.decode import LSN, OFFSET, OP, PARTITION, SOURCE_TS, T
 from changelake.lake.layout import APPENDED_OFTEN, DELETED, DELETED_AT, data_schema, delta_exists
 from changelake.sinks.delta import keep_properties
 
-HISTORIES = "_history"
-
-
-def history_of(base_path: str) -> str:
-    """The history of the base table at `<dir>/<schema>/<table>`: `<dir>/_history/…`."""
-    root, schema, table = base_path.rstrip("/").rsplit("/", 2)
-    return f"{root}/{HISTORIES}/{schema}/{table}"
-
 
 class HistorySink:
     def __init__(self, spark: SparkSession, path: str) -> None:

@@ -14,11 +14,10 @@ from pyspark.sql import functions as F
 
 from changelake.exceptions import ConfigError
 from changelake.lake.delta_log import commit_info, newest_version
-from changelake.lake.layout import delta_exists
+from changelake.lake.layout import delta_exists, history_of
 from changelake.lake.table import covered
 from changelake.lake.transactions import ReadPoint
 from changelake.settings import Settings
-from changelake.sinks.history import history_of
 from changelake.tables import TableRef
 from changelake.views.aggregate import aggregated
 from changelake.views.config import ViewSpec, project_views

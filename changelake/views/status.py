@@ -8,8 +8,8 @@ from typing import Any
 
 from changelake.changelog.decode import LSN
 from changelake.lake import quick_reads
+from changelake.lake.layout import history_of
 from changelake.pg import pg_lsn
-from changelake.sinks.history import history_of
 from changelake.views.derived import DerivedView
 
 

@@ -7,10 +7,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.changelog.decode import LSN, OP, SOURCE_TS, TX
-from changelake.lake.layout import delta_exists
+from changelake.lake.layout import delta_exists, history_of
 from changelake.lake.table import covered
 from changelake.lake.transactions import ReadPoint
-from changelake.sinks.history import history_of
 from changelake.views.history import (
     CURRENT,
     VALID_FROM,

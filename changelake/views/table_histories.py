@@ -9,9 +9,9 @@ from dataclasses import replace
 from pyspark.sql import SparkSession
 
 from changelake import lakefs
-from changelake.lake.layout import delta_exists, retired_changelog_of
+from changelake.lake.layout import delta_exists, history_of, retired_changelog_of
 from changelake.lake.table import read_table
-from changelake.sinks.history import HistorySink, history_of
+from changelake.sinks.history import HistorySink
 from changelake.tables import TableRef
 from changelake.views.maintenance import drop_views_reading
 

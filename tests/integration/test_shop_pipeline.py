@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 from changelake import kafka_io, tables
 from changelake.demo.load import run_load
 from changelake.demo.seed import seed
+from changelake.lake.layout import history_of
 from changelake.lake.table import covered
 from changelake.settings import Settings
-from changelake.sinks.history import history_of
 from changelake.views.checks import check_view
 from changelake.views.derived import derived_views
 from tests.compare import assert_read_outside_spark, assert_same, delta_rs_rows, text_columns

@@ -173,7 +173,8 @@ def test_a_derived_view_follows_the_stored_histories_it_reads(
 ) -> None:
     """A view of views.json is served once its table's stored history exists, rebuilt when that
     gains a commit, and dropped when it is gone (a resnapshot starts it again)."""
-    from changelake.sinks.history import HistorySink, history_of
+    from changelake.lake.layout import history_of
+    from changelake.sinks.history import HistorySink
     from changelake.views.config import ViewSpec
     from changelake.views.derived import DerivedView
 
