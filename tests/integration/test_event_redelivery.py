@@ -21,7 +21,7 @@ from changelake.settings import Settings
 from changelake.stack import manager, process
 from tests.integration.pipeline_fixtures import Pipeline
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.chaos]  # a fault: `make chaos` and CI run it
 KILLS = 3  # at most: a kill right after an offset flush redelivers nothing
 
 

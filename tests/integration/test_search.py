@@ -1,6 +1,7 @@
 """The search index follows the same changelog as the Delta table, against real OpenSearch:
 snapshot, updates, TOAST placeholders, deletes, key changes, rejected documents, replays of older
-events, truncate, an OpenSearch outage in the middle of a batch, and a reindex under load."""
+events, truncate; and (a slow proof: `make chaos`, and CI) an OpenSearch outage in the middle of a
+batch, and a reindex under load."""
 
 from __future__ import annotations
 
@@ -177,6 +178,7 @@ def replay(p: Pipeline, settings: Settings, t: str, start: int, end: int) -> dic
     return seen
 
 
+@pytest.mark.chaos  # an outage: `make chaos` and CI run it, beside the chaos run's own
 def test_index_catches_up_after_an_outage_and_reindexes_under_load(
     pipeline: Callable[..., Pipeline], unique: str, settings: Settings
 ) -> None:

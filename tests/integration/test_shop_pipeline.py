@@ -139,7 +139,7 @@ def test_shop_snapshot_and_demo_load(
     }
     seed(admin_dsn, 300, progress=lambda _: None)
 
-    snapshot = changelake("run", "--once", env=env)  # the command as its own process, once
+    snapshot = changelake_here("run", "--once", env=env)  # as a process: test_beyond_one_machine
     assert "customers: snapshot" in snapshot.stdout, snapshot.stdout
     _assert_shop_equal(spark, admin_dsn, tmp_path / "lake")
     snapshotted = covered(spark, f"{tmp_path}/lake/shop/public/customers")
