@@ -23,8 +23,6 @@ APPENDED_OFTEN = {"delta.checkpointInterval": "100"}
 # Where changelake once kept each table's changelog beside its base table (merge-on-read):
 # <lake>/<prefix>/_changelog/<schema>/<table>. A run deletes one it finds (table_histories.py).
 CHANGELOGS = "_changelog"
-
-
 HISTORIES = "_history"  # a table's stored history (sinks/history.py) beside its base table
 
 
