@@ -12,21 +12,8 @@ from changelake.exceptions import ConfigError
 
 
 def _jclass(spark: SparkSession, name: str) -> Any:
-    """A JVM class by its full name, looked up once per JVM: py4j resolves `jvm.org.apache...`
-    one package at a time, each a round trip whose failed class lookup searches every jar on
-    the classpath (~2 ms a file check, hundreds of them as a run starts)."""
-    jvm = spark._jvm
-    assert jvm is not None
-    key = (jvm, name)  # the JVM's view itself, not its id: a stopped one is never mistaken
-    if key not in _CLASSES:
-        found = jvm
-        for part in name.split("."):
-            found = getattr(found, part)
-        _CLASSES[key] = found
-    return _CLASSES[key]
-
-
-_CLASSES: dict[tuple[Any, str], Any] = {}
+    """A JVM class by its full name (one lookup per JVM: `jvm_lookups`)."""
+    return getattr(spark._jvm, name)
 
 
 def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:

@@ -88,6 +88,8 @@ def session(
     such as serving Spark Connect (they count only for a session this call creates)."""
     from pyspark.sql import SparkSession
 
+    from changelake.jvm_lookups import remember_lookups
+
     os.environ.setdefault("JAVA_HOME", str(settings.java_home))
     # Python workers run this interpreter, with its packages (pyarrow): not whatever `python3` is
     # first on the PATH.
@@ -145,6 +147,9 @@ def session(
     with _group_signals_left_to_python():
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    remember_lookups(jvm)
     return spark
 
 
