@@ -85,8 +85,10 @@ def test_a_column_expression_costs_the_driver_one_call_into_the_jvm_not_thirteen
     client.send_command = counted
     try:
         F.col("id")
+        column = list(sent)
         for _ in range(2):  # a static field's value is asked for each time (it can change)
             assert integer.MAX_VALUE == 2**31 - 1
     finally:
         del client.send_command
+    assert len(column) == 1, [c.splitlines()[:3] for c in column]
     assert len(sent) == 3, [c.splitlines()[:3] for c in sent]
