@@ -131,6 +131,9 @@ class BaselineStream:
             f"see {self.log}",
         )
 
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return

@@ -31,6 +31,7 @@ from changelake.bench.pgbench_load import PgbenchRun, run_pgbench
 from changelake.bench.report import machine_info, stage_figures, sustained_figures, write_report
 from changelake.bench.rounds import round_figures
 from changelake.bench.stats import per_1000, summarize
+from changelake.bench.step_cpu import CpuPerStep
 from changelake.bench.sustained import (
     IndexWatch,
     Load,
@@ -40,7 +41,12 @@ from changelake.bench.sustained import (
     table_lags,
     timeline,
 )
-from changelake.bench.visibility import ends_of, freshness_figures, last_offsets, table_shape
+from changelake.bench.visibility import (
+    applied_everything,
+    ends_of,
+    freshness_figures,
+    table_shape,
+)
 from changelake.bench.waits import wait_saying
 from changelake.chaos.pipeline_process import PipelineProcess
 from changelake.search.client import SearchClient
@@ -68,6 +74,7 @@ class Bench:
         self.log = out_dir / "bench.log"
         self.connector = source.connector_name(out_dir.name)
         self.figures: dict[str, Any] = {"records": {}}
+        self.cpu = CpuPerStep(lambda: resources.service_pids(settings))  # in the step-ups
         self.pair = ConnectorPair(settings, out_dir, self.figures["records"], say)
 
     def _config(self, name: str, text: str | Path) -> str:
@@ -129,19 +136,17 @@ class Bench:
         self.say(f"  {self.figures['rows']:,} rows in {seconds:.0f} s")
 
     def _baseline_jobs(self, checkpoints: str = "baseline-checkpoints") -> list[dict[str, object]]:
-        jobs: list[dict[str, object]] = []
-        for name in source.TABLES:
-            key, schema = table_shape(self.table(name))
-            jobs.append(
-                {
-                    "topic": f"{source.STOCK_PREFIX}.public.{name}",  # the stock converter's
-                    "key": key,
-                    "path": str(self.out_dir / "baseline" / name),
-                    "checkpoint": str(self.out_dir / checkpoints / name),
-                    "schema": schema,
-                }
-            )
-        return jobs
+        shapes = {name: table_shape(self.table(name)) for name in source.TABLES}
+        return [
+            {
+                "topic": f"{source.STOCK_PREFIX}.public.{name}",  # the stock converter's
+                "key": key,
+                "path": str(self.out_dir / "baseline" / name),
+                "checkpoint": str(self.out_dir / checkpoints / name),
+                "schema": schema,
+            }
+            for name, (key, schema) in shapes.items()
+        ]
 
     def _stage_limits(self, dsn: str) -> None:
         """A load written while Debezium is paused and no pipeline runs; then each stage alone
@@ -197,7 +202,7 @@ class Bench:
                 lambda: pipeline.alive() and self._streaming(), "the pipeline to stream", 600
             )
             steps = run_steps(
-                self._load(dsn),
+                self.cpu.load(self._load(dsn), "changelake", lambda: pipeline.pid),
                 table_lags([self.table(t) for t in source.TABLES]),
                 o.rates,
                 o.step_s,
@@ -236,7 +241,7 @@ class Bench:
         steps, seen = baseline_stream.sustained(
             self.settings.kafka_bootstrap,
             stream,
-            self._load(dsn),
+            self.cpu.load(self._load(dsn), "baseline", stream.pid),
             o.rates,
             o.step_s,
             o.settle_s,
@@ -327,13 +332,7 @@ class Bench:
         return all(states.get(t) == "running" for t in source.TABLES)
 
     def _applied_everything(self) -> bool:
-        """Every table's last commit has reached its topic's end (a tombstone-only tail aside)."""
-        for name, topic in zip(source.TABLES, source.topics(), strict=True):
-            applied = last_offsets(self.table(name))
-            ends = ends_of(self.settings.kafka_bootstrap, topic)
-            if any(applied.get(p, 0) < high - 1 for p, high in ends.items()):
-                return False
-        return True
+        return applied_everything(self.settings.kafka_bootstrap, self._tables())
 
     # --- figures ----------------------------------------------------------------------------------
     def _results(
@@ -392,6 +391,7 @@ class Bench:
             "views": f.get("views"),
             "verify_cost": f.get("verify_cost"),
             "resync": f.get("resync"),
+            "step_cpu": self.cpu.as_dict(),
         }
 
 

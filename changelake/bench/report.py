@@ -29,6 +29,7 @@ from changelake.bench.records import RecordFigures, records_section
 from changelake.bench.resync_phase import ResyncCost, resync_section
 from changelake.bench.rounds import RoundFigures, rounds_section
 from changelake.bench.stats import StepDict, StepResult, SummaryDict, highest_bounded
+from changelake.bench.step_cpu import cpu_section
 from changelake.bench.steps_section import steps_section
 from changelake.bench.verify_cost import VerifyCost, cost_section
 from changelake.bench.views_phase import views_section
@@ -113,6 +114,8 @@ class _Later(TypedDict, total=False):
     views: dict[str, Any] | None  # views.json's views: their cost and freshness (views_phase)
     verify_cost: VerifyCost | None  # continuous verification on against off (verify_cost)
     resync: NotRequired[ResyncCost | None]  # a dropped slot re-synced by the run (resync_phase)
+    # per load step, the cores each process tree used: {"changelake": [...], "baseline": [...]}
+    step_cpu: NotRequired[dict[str, list[dict[str, Any]]]]
     # CPU seconds `run --once` spent per 1,000 changes of the backlog (its whole process tree)
     apply_cpu_per_1000: float | None
 
@@ -332,6 +335,7 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
         *steps_section(
             _get(results, ("sustained", "steps")) or [], _get(results, ("baseline", "steps"))
         ),
+        *cpu_section(results.get("step_cpu"), results["machine"]["cores"]),
         *records_section(results.get("records")),
         *rounds_section(results.get("rounds")),
         *query_section(results.get("query")),
