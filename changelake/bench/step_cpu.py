@@ -62,7 +62,6 @@ def measured(
     load: Load,
     roots: Callable[[], Mapping[str, int | None]],
     into: list[StepCpu],
-    clock: Callable[[], float] = time.monotonic,
 ) -> Load:
     """`load`, each call of it (a step's load) adding to `into` how many cores each process
     tree `roots()` names (service → root pid, read as the step starts) and the machine used
@@ -71,9 +70,9 @@ def measured(
     def load_at(rate: float, seconds: float, seed: int) -> PgbenchRun:
         trees = dict(roots())
         before = {name: cpu_seconds(pid) for name, pid in trees.items()}
-        machine, started = machine_cpu_seconds(), clock()
+        machine, started = machine_cpu_seconds(), time.monotonic()
         run = load(rate, seconds, seed)
-        wall = max(clock() - started, 1e-9)
+        wall = max(time.monotonic() - started, 1e-9)
         busy = (machine_cpu_seconds() - machine) / wall
         after = {name: cpu_seconds(pid) for name, pid in trees.items()}
         into.append(StepCpu(rate, wall, cores_during(before, after, wall, busy), busy))

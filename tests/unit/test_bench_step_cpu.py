@@ -3,6 +3,7 @@ step's load burning CPU in a child, and the report's table."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from changelake.bench.pgbench_load import PgbenchRun
 from changelake.bench.resources import CLK_TCK
 from changelake.bench.step_cpu import (
     REST,
+    CpuPerStep,
     StepCpu,
     cores_during,
     cpu_section,
@@ -64,6 +66,17 @@ def test_a_steps_cores_are_measured_around_its_load() -> None:
     assert 0.35 <= step.cores["burner"] * step.seconds <= 0.6
     assert step.cores["gone"] == 0.0
     assert step.machine_cores * step.seconds >= 0.35
+
+
+def test_each_pipelines_steps_are_kept_apart_with_its_tree_named_after_it() -> None:
+    def load(rate: float, seconds: float, seed: int) -> PgbenchRun:
+        return PgbenchRun(int(rate * seconds), 0, 0, 0, seconds, rate)
+
+    cpu = CpuPerStep(lambda: {"postgres": os.getppid()})
+    cpu.load(load, "baseline", os.getpid)(500.0, 0.1, 3)
+    found = cpu.as_dict()
+    assert found["changelake"] == [] and [s["target_rate"] for s in found["baseline"]] == [500.0]
+    assert set(found["baseline"][0]["cores"]) == {"postgres", "baseline run", REST}
 
 
 def test_the_report_names_every_tree_the_pipeline_first_and_the_rest_last() -> None:
