@@ -41,12 +41,7 @@ from changelake.bench.sustained import (
     table_lags,
     timeline,
 )
-from changelake.bench.visibility import (
-    applied_everything,
-    ends_of,
-    freshness_figures,
-    table_shape,
-)
+from changelake.bench.visibility import ends_of, freshness_figures, table_shape
 from changelake.bench.waits import wait_saying
 from changelake.chaos.pipeline_process import PipelineProcess
 from changelake.search.client import SearchClient
@@ -332,7 +327,7 @@ class Bench:
         return all(states.get(t) == "running" for t in source.TABLES)
 
     def _applied_everything(self) -> bool:
-        return applied_everything(self.settings.kafka_bootstrap, self._tables())
+        return quiet_tail.in_base_tables(self.settings.kafka_bootstrap, self._tables())
 
     # --- figures ----------------------------------------------------------------------------------
     def _results(

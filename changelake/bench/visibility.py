@@ -107,16 +107,6 @@ def last_offsets(table: Path) -> dict[int, int]:
     return offsets
 
 
-def applied_everything(bootstrap: str, tables: Mapping[str, Path]) -> bool:
-    """Every table's last commit has reached its topic's end (a tombstone-only tail aside);
-    `tables`: each topic's table."""
-    for topic, table in tables.items():
-        applied = last_offsets(table)
-        if any(applied.get(p, 0) < high - 1 for p, high in ends_of(bootstrap, topic).items()):
-            return False
-    return True
-
-
 def commit_lags(table_path: Path) -> list[tuple[int, float]]:
     """(commit time ms, seconds by which its newest change was already old): the table's lag as
     each commit left it."""
