@@ -120,7 +120,7 @@ def cpu_section(found: Mapping[str, Sequence[Mapping[str, Any]]] | None, cores: 
     section = [
         "## Where the cores went during the load steps",
         f"Average cores in use while each step's load ran (the machine has {cores}), by process "
-        f"tree: the pipeline, each service, and {REST} (the load generator, pgbench, and the "
+        f"tree: the pipeline, each service, and {REST} (pgbench, which writes the load, and the "
         "system). A pipeline can only use what the others leave.",
         _cpu_table(found["changelake"], "changelake run"),
     ]
