@@ -52,8 +52,8 @@ chaos: up ## 6 rounds of 8 faults (SIGKILL pipeline, restart Connect/Kafka/Postg
 	@$(CHANGELAKE) chaos --rounds $(CHAOS_ROUNDS)
 	@$(BIN)/pytest -q -m chaos
 
-bench: up ## benchmark (250k customers, ~2M rows; BENCH_ROWS=1000000 for the 8.1M-row run): snapshot, stage limits, baseline, sustained step-up → .changelake/bench/
-	@$(CHANGELAKE) bench $(if $(BENCH_ROWS),--rows $(BENCH_ROWS))
+bench: up ## benchmark (250k customers, ~2M rows; BENCH_ROWS=1000000 for the 8.1M-row run, BENCH_BESIDE=docs/bench/results.json to set an earlier run beside): snapshot, stage limits, baseline, sustained step-up → .changelake/bench/
+	@$(CHANGELAKE) bench $(if $(BENCH_ROWS),--rows $(BENCH_ROWS)) $(if $(BENCH_BESIDE),--beside $(BENCH_BESIDE))
 
 test: setup ## the whole suite against the real services (starts the stack if none runs); `make chaos` runs the slow proofs
 	@$(BIN)/pytest -q -m "not chaos"

@@ -302,6 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("--prefill-seconds", "prefill_s", "load for stage limits"),
     ):
         p.add_argument(flag, dest=dest, metavar="SECONDS", type=float, default=quiet, help=text)
+    p.add_argument(
+        "--beside", metavar="RESULTS_JSON", type=Path, help="an earlier run's figures beside"
+    )
+    p.add_argument(
+        "--report", metavar="DIR", type=Path, help="no run: write DIR's report from its results"
+    )
     p.set_defaults(handler=commands.bench_command)
 
     p = sub.add_parser("status", help="each derived table: rows, applied LSN, lag, errors")

@@ -382,19 +382,7 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
 
 
 def bench_command(args: argparse.Namespace, settings: Settings) -> int:
-    import importlib.util
-    from datetime import UTC, datetime
-
     _from_a_checkout("bench")
-    from changelake.bench.command import Bench
+    from changelake.bench.entry import bench
 
-    if importlib.util.find_spec("matplotlib") is None:  # an hour in, the figure would fail
-        raise ConfigError(
-            "changelake bench draws its figure with matplotlib, which is not installed",
-            "install the bench extra: pip install -e '.[bench]' (`make setup` does)",
-        )
-    options = bench_options(args)
-    out_dir = settings.home / "bench" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    print(f"bench: results and logs in {out_dir}")
-    Bench(settings, options, out_dir, lambda line: print(line, flush=True)).run()
-    return 0
+    return bench(settings, bench_options(args), args.beside, args.report)

@@ -82,7 +82,8 @@ class Bench:
         return self.lake / source.PREFIX / "public" / name
 
     # --- phases ---------------------------------------------------------------------------------
-    def run(self) -> Path:
+    def run(self, earlier: Mapping[str, Any] | None = None) -> Path:
+        """Every phase, then the report (with `earlier`'s figures beside, when given)."""
         began, started_at, o = time.monotonic(), datetime.now(UTC).isoformat(), self.options
         sampler = resources.ResourceSampler(resources.service_pids(self.settings))
         sampler.start()
@@ -99,7 +100,7 @@ class Bench:
         finally:  # a connector left running would hold its slot, and its WAL, for nothing
             source.remove_connectors(self.settings, self.say)
         results = self._results(steps, moments, sampler.stop(), started_at, began)
-        md = write_report(results, self.out_dir)[1]
+        md = write_report(results, self.out_dir, earlier)[1]
         self.say(f"bench: report in {md}")
         return md
 

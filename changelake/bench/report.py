@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import platform
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from changelake.bench import markdown as md
+from changelake.bench.beside import beside_section
+from changelake.bench.figures import FIGURES, figure_values, get, ratios
 from changelake.bench.plot import TimelinePoint, plot
 from changelake.bench.query_latency import QueryFigures, query_section
 from changelake.bench.quiet_tail import quiet_section
@@ -35,7 +36,6 @@ from changelake.bench.verify_cost import VerifyCost, cost_section
 from changelake.bench.views_phase import views_section
 
 REPORT_FILES = ("results.json", "report.md", "freshness.png")
-PERCENTILES = ("p50", "p95", "p99")
 STAGE_NAMES = {
     "decoding": "Postgres decoding",
     "debezium": "Debezium",
@@ -181,85 +181,6 @@ def to_json(results: Results | Mapping[str, Any]) -> str:
     return json.dumps(results, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-# --- figures: ours against the baseline ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One row of the main table: where changelake's and the baseline's value live."""
-
-    key: str
-    label: str
-    ours: tuple[str, ...]  # path into Results
-    baseline: tuple[str, ...]  # path into Results["baseline"]
-    show: Callable[[float], str]
-
-
-def _freshness_figures(sink: str, name: str) -> list[Comparison]:
-    return [
-        Comparison(
-            key=f"{sink}_{p}",
-            label=f"freshness to {name} {p} (s)",
-            ours=("freshness", sink, p),
-            baseline=("freshness", sink, p),
-            show=md.seconds,
-        )
-        for p in PERCENTILES
-    ]
-
-
-FIGURES = (
-    Comparison(
-        key="snapshot_rows_per_s",
-        label="snapshot (rows/s)",
-        ours=("snapshot", "rows_per_s"),
-        baseline=("snapshot_rows_per_s",),
-        show=md.count,
-    ),
-    Comparison(
-        key="highest_bounded_rate",
-        label="highest sustained (changes/s)",
-        ours=("sustained", "highest_bounded_rate"),
-        baseline=("highest_bounded_rate",),
-        show=md.count,
-    ),
-    Comparison(
-        key="apply_changes_per_s",
-        label="Spark apply into the base tables (changes/s)",
-        ours=("stages", "spark_apply", "changes_per_s"),
-        baseline=("apply_changes_per_s",),
-        show=md.count,
-    ),
-    Comparison(
-        key="apply_cpu_per_1000",
-        label="CPU seconds per 1,000 changes applied (the backlog, whole process)",
-        ours=("apply_cpu_per_1000",),
-        baseline=("apply_cpu_per_1000",),
-        show=md.seconds,
-    ),
-    *_freshness_figures("delta", "Delta (every reader)"),
-    *_freshness_figures("search", "search"),
-)
-
-
-def _get(data: Any, path: Sequence[str]) -> Any:
-    for key in path:
-        if not isinstance(data, Mapping) or data.get(key) is None:
-            return None
-        data = data[key]
-    return data
-
-
-def _figure_values(results: Mapping[str, Any], figure: Comparison) -> tuple[Any, Any]:
-    return _get(results, figure.ours), _get(results, ("baseline", *figure.baseline))
-
-
-def ratios(results: Results | Mapping[str, Any]) -> dict[str, float | None]:
-    """changelake ÷ baseline for every figure: above 1 is better for rates, below for freshness
-    and CPU."""
-    return {f.key: md.ratio(*_figure_values(results, f)) for f in FIGURES}
-
-
 # --- markdown ---------------------------------------------------------------------------------
 
 
@@ -292,7 +213,7 @@ def _method(results: Mapping[str, Any]) -> str:
 def _figures_table(results: Mapping[str, Any]) -> str:
     rows = []
     for figure in FIGURES:
-        ours, base = _figure_values(results, figure)
+        ours, base = figure_values(results, figure)
         rows.append(
             [
                 figure.label,
@@ -308,8 +229,8 @@ def _stages_table(results: Mapping[str, Any]) -> str:
     rows = [
         [
             name,
-            md.cell(_get(results, ("stages", key, "changes_per_s")), md.count),
-            md.cell(_get(results, ("stages", key, "fraction_of_decoding")), lambda f: f"{f:.1%}"),
+            md.cell(get(results, ("stages", key, "changes_per_s")), md.count),
+            md.cell(get(results, ("stages", key, "fraction_of_decoding")), lambda f: f"{f:.1%}"),
         ]
         for key, name in STAGE_NAMES.items()
     ]
@@ -324,16 +245,22 @@ def _resources_table(results: Mapping[str, Any]) -> str:
     return md.table(["service", "CPU s", "peak MB"], rows)
 
 
-def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.png") -> str:
+def markdown(
+    results: Results | Mapping[str, Any],
+    plot_name: str = "freshness.png",
+    earlier: Mapping[str, Any] | None = None,
+) -> str:
+    """The report; with `earlier` (a run before this one), its figures beside these."""
     day = datetime.fromisoformat(results["started_at"]).date().isoformat()
     sections = [
         f"# changelake benchmark, {day}",
         _method(results),
         _figures_table(results),
+        *beside_section(results, earlier),
         "## Stages",
         _stages_table(results),
         *steps_section(
-            _get(results, ("sustained", "steps")) or [], _get(results, ("baseline", "steps"))
+            get(results, ("sustained", "steps")) or [], get(results, ("baseline", "steps"))
         ),
         *cpu_section(results.get("step_cpu"), results["machine"]["cores"]),
         *records_section(results.get("records")),
@@ -353,12 +280,15 @@ def markdown(results: Results | Mapping[str, Any], plot_name: str = "freshness.p
     return "\n\n".join(sections) + "\n"
 
 
-def write_report(results: Results | Mapping[str, Any], out_dir: Path) -> tuple[Path, Path, Path]:
-    """Write results.json, report.md and freshness.png into `out_dir`; returns their paths."""
+def write_report(
+    results: Results | Mapping[str, Any], out_dir: Path, earlier: Mapping[str, Any] | None = None
+) -> tuple[Path, Path, Path]:
+    """Write results.json, report.md and freshness.png into `out_dir`, the report with
+    `earlier`'s figures beside these when given; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     full = {**results, "ratios": ratios(results)}
     json_path, md_path, png_path = (out_dir / name for name in REPORT_FILES)
     json_path.write_text(to_json(full))
-    md_path.write_text(markdown(full, png_path.name))
+    md_path.write_text(markdown(full, png_path.name, earlier))
     plot(full.get("timeline") or [], png_path)
     return json_path, md_path, png_path
