@@ -47,10 +47,10 @@ def beside_section(results: Mapping[str, Any], earlier: Mapping[str, Any] | None
             cells.append(md.ratio_cell(ours, base))
         rows.append(cells)
     this, before = started(results), started(earlier)
-    header = ["figure", "changelake", "baseline", "ratio"]
+    per_run = ["changelake", "baseline", "ratio"]
     return [
         "## Beside an earlier run",
         f"Each figure of this run ({this}) beside the run of {before}, each against its own "
         "run's baseline: the machine's speed moves between runs, so compare the ratios.",
-        md.table([header[0], *header[1:], *(f"{h} ({before})" for h in header[1:])], rows),
+        md.table(["figure", *per_run, *(f"{h} ({before})" for h in per_run)], rows),
     ]
